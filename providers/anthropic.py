@@ -1,0 +1,292 @@
+"""Anthropic Messages API (`POST /v1/messages`, SSE with named events).
+
+Usage arrives as cumulative snapshots: `message_start` has input and cache numbers,
+`message_delta` repeats or updates them (proxies may omit or null a field, which then
+keeps its earlier value). Server-side tool blocks (web search, code execution, ...) have
+no contract type: they are skipped, and so are their deltas and stops.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stream_core import (
+    Assembler,
+    AssistantMessage,
+    AssistantStream,
+    Context,
+    ImageContent,
+    Model,
+    StopRule,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Translator,
+    UserMessage,
+    WireAPI,
+    WireRequest,
+)
+from stream_core import error_from_vendor, id_normalizer, parse_json, prepare_messages
+from stream_core import sanitize_surrogates as clean
+from stream_core import vendor_error_fields
+from stream_core import StreamFailure
+
+API = "anthropic-messages"
+
+_STOP_REASONS: dict[str, StopRule] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",  # a server tool paused the turn; the caller resends to continue
+    "tool_use": "tool_use",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",  # output cut because the window filled
+    "refusal": "refusal",
+}
+
+# Our usage field <- Anthropic's (snapshots: a later non-null value replaces).
+_USAGE_FIELDS: dict[str, str] = {
+    "input": "input_tokens",
+    "output": "output_tokens",
+    "cache_read": "cache_read_input_tokens",
+    "cache_write": "cache_creation_input_tokens",
+}
+
+_VERSION = "2023-06-01"
+_BETAS = ("fine-grained-tool-streaming-2025-05-14",)
+_THINKING_BETA = "interleaved-thinking-2025-05-14"
+_normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
+
+
+def stream(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    return _WIRE.open(model, context, options)
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
+    cache = _cache_control(model, options)
+    max_tokens = options.max_tokens or model.max_tokens
+    payload: dict[str, Any] = {
+        "model": model.id,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "messages": _convert_messages(model, context, cache),
+    }
+    if context.system_prompt:
+        system: dict[str, Any] = {"type": "text", "text": clean(context.system_prompt)}
+        if cache:
+            system["cache_control"] = cache
+        payload["system"] = [system]
+    betas = list(_BETAS)
+    budget = options.thinking_budget() if model.reasoning else None
+    if budget is not None:
+        # The budget must leave room for the answer.
+        budget = min(budget, max(1024, max_tokens - 1024))
+        if max_tokens <= budget:
+            payload["max_tokens"] = max_tokens = budget + 1024
+        payload["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        betas.append(_THINKING_BETA)
+    elif options.temperature is not None:
+        payload["temperature"] = options.temperature  # not allowed together with thinking
+    if context.tools:
+        payload["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in context.tools
+        ]
+    if isinstance(options.metadata.get("user_id"), str):
+        payload["metadata"] = {"user_id": options.metadata["user_id"]}
+    tool_choice = options.extra.get("tool_choice")
+    if tool_choice is not None:
+        payload["tool_choice"] = (
+            {"type": tool_choice} if isinstance(tool_choice, str) else tool_choice
+        )
+    headers = {"anthropic-version": _VERSION, "anthropic-beta": ",".join(betas)}
+    return WireRequest(url=model.base_url.rstrip("/") + "/v1/messages", payload=payload,
+                       headers=headers)
+
+
+def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
+    if options.cache_retention == "none":
+        return None
+    if options.cache_retention == "long" and "api.anthropic.com" in model.base_url:
+        return {"type": "ephemeral", "ttl": "1h"}
+    return {"type": "ephemeral"}
+
+
+def _convert_messages(
+    model: Model, context: Context, cache: dict[str, str] | None
+) -> list[dict[str, Any]]:
+    messages = prepare_messages(
+        context, api=API, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
+    )
+    vision = "image" in model.input
+    out: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, ToolResultMessage):
+            results.append({
+                "type": "tool_result",
+                "tool_use_id": m.tool_call_id,
+                "content": _user_blocks(m.content, vision=vision) or "(no output)",
+                "is_error": m.is_error,
+            })
+            continue
+        if results:
+            out.append({"role": "user", "content": results})
+            results = []
+        if isinstance(m, UserMessage):
+            if isinstance(m.content, str):
+                blocks = [{"type": "text", "text": clean(m.content)}] if m.content.strip() else []
+            else:
+                blocks = _user_blocks(m.content, vision=vision)
+            if blocks:
+                out.append({"role": "user", "content": blocks})
+        else:
+            blocks = _assistant_blocks(m)
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+    if results:
+        out.append({"role": "user", "content": results})
+    if cache and out and out[-1]["role"] == "user":
+        last = out[-1]["content"][-1]
+        out[-1]["content"][-1] = {**last, "cache_control": cache}
+    return out
+
+
+def _user_blocks(content: list[TextContent | ImageContent], *, vision: bool) -> list[Any]:
+    blocks: list[dict[str, Any]] = []
+    for b in content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                blocks.append({"type": "text", "text": clean(b.text)})
+        elif vision:
+            blocks.append({
+                "type": "image",
+                "source": {"type": "base64", "media_type": b.mime_type, "data": b.data},
+            })
+        else:
+            blocks.append({"type": "text", "text": "(image omitted: this model takes no images)"})
+    return blocks
+
+
+def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                blocks.append({"type": "text", "text": clean(b.text)})
+        elif isinstance(b, ThinkingContent):
+            if b.redacted:
+                if b.signature:
+                    blocks.append({"type": "redacted_thinking", "data": b.signature})
+            elif not b.thinking.strip():
+                continue
+            elif b.signature:
+                # Same-model thinking goes back verbatim: the signature covers the text.
+                blocks.append({"type": "thinking", "thinking": b.thinking,
+                               "signature": b.signature})
+            else:
+                blocks.append({"type": "text", "text": clean(b.thinking)})
+        elif isinstance(b, ToolCall):
+            blocks.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.arguments})
+    return blocks
+
+
+# --- response -----------------------------------------------------------------------------
+
+
+def _translator(asm: Assembler) -> Translator:
+    skipped: set[int] = set()  # vendor indices of server-side blocks we do not represent
+
+    def on_event(event: str, data: str) -> None:
+        if event == "ping":
+            return
+        obj = parse_json(data, event)
+        kind = obj.get("type", event) if isinstance(obj, dict) else event
+        if kind == "content_block_delta":
+            key = obj["index"]
+            if key in skipped:
+                return
+            delta = obj["delta"]
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                asm.text(key, delta["text"])
+            elif dtype == "input_json_delta":
+                asm.tool_call(key, delta.get("partial_json") or "")
+            elif dtype == "thinking_delta":
+                asm.thinking(key, delta["thinking"])
+            elif dtype == "signature_delta":
+                asm.thinking_signature(key, delta["signature"])
+            # citations_delta and future kinds carry no text of ours
+        elif kind == "content_block_start":
+            _block_start(asm, skipped, obj["index"], obj["content_block"])
+        elif kind == "content_block_stop":
+            key = obj["index"]
+            skipped.discard(key)
+            asm.end(key)
+        elif kind == "message_start":
+            message = obj.get("message") or {}
+            asm.message.response_id = message.get("id")
+            _usage(asm, message.get("usage"))
+        elif kind == "message_delta":
+            delta = obj.get("delta") or {}
+            details = delta.get("stop_details") or {}
+            asm.set_stop_reason(
+                delta.get("stop_reason"),
+                detail=details.get("explanation") or details.get("category"),
+            )
+            _usage(asm, obj.get("usage"))
+        elif kind == "message_stop":
+            asm.finished = True
+        elif kind == "error":
+            vendor_type, message = vendor_error_fields(obj)
+            raise StreamFailure(error_from_vendor(vendor_type, message))
+
+    return on_event
+
+
+def _block_start(asm: Assembler, skipped: set[int], key: int, block: dict[str, Any]) -> None:
+    btype = block.get("type")
+    if btype == "text":
+        asm.start_text(key)
+        asm.text(key, block.get("text") or "")
+    elif btype == "thinking":
+        asm.start_thinking(key, signature=block.get("signature") or None)
+        asm.thinking(key, block.get("thinking") or "")
+    elif btype == "redacted_thinking":
+        asm.start_thinking(key, signature=block.get("data"), redacted=True)
+    elif btype == "tool_use":
+        asm.start_tool_call(key, id=block.get("id") or "", name=block.get("name") or "")
+        initial = block.get("input")
+        if initial:
+            # Non-streaming proxies put the whole input here and send no deltas.
+            asm.tool_call(key, json.dumps(initial, ensure_ascii=False))
+    else:
+        skipped.add(key)
+
+
+def _usage(asm: Assembler, usage: Any) -> None:
+    if not isinstance(usage, dict):
+        return
+    values = {ours: usage.get(theirs) for ours, theirs in _USAGE_FIELDS.items()}
+    details = usage.get("output_tokens_details")
+    if isinstance(details, dict):
+        values["reasoning"] = details.get("thinking_tokens")
+    asm.set_usage(**{k: v for k, v in values.items() if isinstance(v, int)})
+
+
+_WIRE = WireAPI(
+    api=API,
+    terminal_event="message_stop",
+    stop_reasons=_STOP_REASONS,
+    build_request=_build_request,
+    auth_headers=lambda model, key: {"x-api-key": key},
+    translator=_translator,
+    api_key_env=lambda model: "ANTHROPIC_API_KEY",
+)

@@ -1,0 +1,399 @@
+"""OpenAI Chat Completions and the servers that copy it (`POST {base}/chat/completions`).
+
+Chunks are `data: {json}` lines ending with `data: [DONE]`. Text comes in
+`delta.content`; reasoning in `reasoning_content` (DeepSeek, Qwen, z.ai), `reasoning`
+(vLLM, Groq, OpenRouter) or `reasoning_text`; tool calls in `delta.tool_calls[]`, keyed by
+`index` (and `id`: a server that reuses one index for several calls still gets them
+apart). Usage is a cumulative snapshot, usually on a last chunk with empty `choices`.
+
+Servers differ; the differences are the `COMPAT` table below, one row per server, which
+`Model.compat` overrides field by field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Hashable
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from stream_core import (
+    Assembler,
+    AssistantMessage,
+    AssistantStream,
+    Context,
+    ImageContent,
+    Model,
+    StopRule,
+    StreamFailure,
+    StreamOptions,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Translator,
+    UserMessage,
+    WireAPI,
+    WireRequest,
+    error_from_vendor,
+    id_normalizer,
+    parse_json,
+    prepare_messages,
+    vendor_error_fields,
+)
+from stream_core import sanitize_surrogates as clean
+
+API = "openai-completions"
+
+_STOP_REASONS: dict[str, StopRule] = {
+    "stop": "stop",
+    "end": "stop",
+    "eos": "stop",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "length",
+    "max_tokens": "length",
+    "model_length": "length",
+    "model_context_window_exceeded": "length",  # z.ai: the window filled while generating
+    "content_filter": "content_filter",
+    "sensitive": "content_filter",
+}
+
+# Where each usage number may sit; the first path present wins.
+_USAGE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "prompt": (("prompt_tokens",),),
+    "completion": (("completion_tokens",),),
+    "total": (("total_tokens",),),
+    "cached": (
+        ("prompt_tokens_details", "cached_tokens"),
+        ("prompt_cache_hit_tokens",),  # DeepSeek
+        ("cached_tokens",),
+    ),
+    "cache_write": (("prompt_tokens_details", "cache_write_tokens"),),  # OpenRouter
+    "reasoning": (
+        ("completion_tokens_details", "reasoning_tokens"),
+        ("reasoning_tokens",),  # Azure AI Foundry
+    ),
+}
+
+# Reasoning text arrives under one of these delta fields; only the first present is used
+# (some servers send the same text under two names).
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+
+
+@dataclass(frozen=True)
+class Compat:
+    """How one OpenAI-compatible server differs. Each field's default is the common case."""
+
+    base_url: str = "https://api.openai.com/v1"
+    env: str | None = None
+    """Environment variable with the API key."""
+    key_required: bool = True
+    """False for local servers, which take requests without a key."""
+    include_usage: bool = True
+    """Send `stream_options.include_usage` (some servers reject the field)."""
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_tokens"
+    developer_role: bool = False
+    """System prompt as role `developer` for reasoning models (OpenAI o-series, GPT-5)."""
+    reasoning_effort: bool = False
+    """Send `reasoning_effort` when reasoning is asked for."""
+    auth: Literal["bearer", "api-key"] = "bearer"
+    """`Authorization: Bearer <key>`, or Azure's `api-key: <key>` header."""
+
+
+COMPAT: dict[str, Compat] = {
+    "openai": Compat(env="OPENAI_API_KEY", max_tokens_field="max_completion_tokens",
+                     developer_role=True, reasoning_effort=True),
+    "azure-openai": Compat(base_url="https://RESOURCE.openai.azure.com/openai/v1",
+                           env="AZURE_OPENAI_API_KEY", max_tokens_field="max_completion_tokens",
+                           developer_role=True, reasoning_effort=True, auth="api-key"),
+    "groq": Compat(base_url="https://api.groq.com/openai/v1", env="GROQ_API_KEY",
+                   max_tokens_field="max_completion_tokens"),
+    "xai": Compat(base_url="https://api.x.ai/v1", env="XAI_API_KEY", reasoning_effort=True),
+    "deepseek": Compat(base_url="https://api.deepseek.com", env="DEEPSEEK_API_KEY"),
+    "openrouter": Compat(base_url="https://openrouter.ai/api/v1", env="OPENROUTER_API_KEY"),
+    "cerebras": Compat(base_url="https://api.cerebras.ai/v1", env="CEREBRAS_API_KEY",
+                       max_tokens_field="max_completion_tokens"),
+    "together": Compat(base_url="https://api.together.xyz/v1", env="TOGETHER_API_KEY"),
+    "fireworks": Compat(base_url="https://api.fireworks.ai/inference/v1",
+                        env="FIREWORKS_API_KEY"),
+    "vllm": Compat(base_url="http://localhost:8000/v1", env="VLLM_API_KEY", key_required=False),
+    "lmstudio": Compat(base_url="http://localhost:1234/v1", key_required=False),
+    "llama.cpp": Compat(base_url="http://localhost:8080/v1", key_required=False),
+    "ollama": Compat(base_url="http://localhost:11434/v1", key_required=False),
+}
+
+# A model whose provider is not a row above is matched by its base URL's host.
+_HOSTS: dict[str, str] = {
+    "api.openai.com": "openai",
+    "openai.azure.com": "azure-openai",
+    "api.groq.com": "groq",
+    "api.x.ai": "xai",
+    "api.deepseek.com": "deepseek",
+    "openrouter.ai": "openrouter",
+    "api.cerebras.ai": "cerebras",
+    "api.together.xyz": "together",
+    "api.fireworks.ai": "fireworks",
+    ":11434": "ollama",
+    ":1234": "lmstudio",
+}
+
+_normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=40)
+
+
+def stream(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    return _WIRE.open(model, context, options)
+
+
+def compat_for(model: Model) -> Compat:
+    """The provider's row (or the one its host matches), overlaid by `model.compat`."""
+    row = COMPAT.get(model.provider)
+    if row is None:
+        host = next((p for h, p in _HOSTS.items() if h in model.base_url), None)
+        row = COMPAT[host] if host else Compat(
+            env=re.sub(r"[^A-Z0-9]", "_", model.provider.upper()) + "_API_KEY",
+            key_required=False,
+        )
+    known = {f.name for f in fields(Compat)}
+    overrides = {k: v for k, v in model.compat.items() if k in known}
+    return replace(row, **overrides) if overrides else row
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
+    compat = compat_for(model)
+    payload: dict[str, Any] = {
+        "model": model.id,
+        "messages": _convert_messages(model, context, compat),
+        "stream": True,
+    }
+    if compat.include_usage:
+        payload["stream_options"] = {"include_usage": True}
+    if options.max_tokens is not None:
+        payload[compat.max_tokens_field] = options.max_tokens
+    if options.temperature is not None:
+        payload["temperature"] = options.temperature
+    if context.tools:
+        payload["tools"] = [
+            {"type": "function",
+             "function": {"name": t.name, "description": t.description,
+                          "parameters": t.parameters}}
+            for t in context.tools
+        ]
+    if "tool_choice" in options.extra:
+        payload["tool_choice"] = options.extra["tool_choice"]
+    if options.reasoning and model.reasoning and compat.reasoning_effort:
+        payload["reasoning_effort"] = options.reasoning
+    if options.session_id and compat is COMPAT.get("openai"):
+        payload["prompt_cache_key"] = options.session_id
+    return WireRequest(url=model.base_url.rstrip("/") + "/chat/completions", payload=payload)
+
+
+def _convert_messages(model: Model, context: Context, compat: Compat) -> list[dict[str, Any]]:
+    vision = "image" in model.input
+    out: list[dict[str, Any]] = []
+    if context.system_prompt:
+        role = "developer" if model.reasoning and compat.developer_role else "system"
+        out.append({"role": role, "content": clean(context.system_prompt)})
+    messages = prepare_messages(
+        context, api=API, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
+    )
+    pending_images: list[dict[str, Any]] = []
+    for m in messages:
+        if not isinstance(m, ToolResultMessage) and pending_images:
+            # Tool messages take text only: their images follow in one user message.
+            out.append({"role": "user", "content": [
+                {"type": "text", "text": "Attached image(s) from tool result:"}, *pending_images]})
+            pending_images = []
+        if isinstance(m, UserMessage):
+            if isinstance(m.content, str):
+                if m.content.strip():
+                    out.append({"role": "user", "content": clean(m.content)})
+            else:
+                parts = _user_parts(m.content, vision=vision)
+                if parts:
+                    out.append({"role": "user", "content": parts})
+        elif isinstance(m, AssistantMessage):
+            converted = _assistant(m)
+            if converted is not None:
+                out.append(converted)
+        else:
+            text = "\n".join(clean(b.text) for b in m.content if isinstance(b, TextContent))
+            if vision:
+                pending_images += _user_parts(
+                    [b for b in m.content if isinstance(b, ImageContent)], vision=True
+                )
+            has_image = any(isinstance(b, ImageContent) for b in m.content)
+            out.append({
+                "role": "tool",
+                "tool_call_id": m.tool_call_id,
+                "content": text or ("(see attached image)" if has_image else "(no output)"),
+            })
+    if pending_images:
+        out.append({"role": "user", "content": [
+            {"type": "text", "text": "Attached image(s) from tool result:"}, *pending_images]})
+    return out
+
+
+def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for b in content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                parts.append({"type": "text", "text": clean(b.text)})
+        elif vision:
+            url = f"data:{b.mime_type};base64,{b.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            parts.append({"type": "text", "text": "(image omitted: this model takes no images)"})
+    return parts
+
+
+def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
+    # Same-model thinking has no wire form here (handoff already turned other models'
+    # thinking into text); it is left out.
+    text = "\n\n".join(clean(b.text) for b in m.content
+                       if isinstance(b, TextContent) and b.text.strip())
+    calls = [
+        {"id": b.id, "type": "function",
+         "function": {"name": b.name, "arguments": json.dumps(b.arguments, ensure_ascii=False)}}
+        for b in m.content if isinstance(b, ToolCall)
+    ]
+    if not text and not calls:
+        return None
+    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+# --- response -----------------------------------------------------------------------------
+
+_TEXT, _THINKING = "text", "thinking"
+
+
+def _translator(asm: Assembler) -> Translator:
+    last_tool: list[Hashable] = [("tool", 0)]
+
+    def on_event(event: str, data: str) -> None:
+        if data == "[DONE]":
+            asm.finished = True
+            return
+        chunk = parse_json(data, event or "chunk")
+        if not isinstance(chunk, dict):
+            return
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        if event == "error" or chunk.get("error"):
+            if usage:
+                _usage(asm, usage)
+            vendor_type, message = vendor_error_fields(chunk)
+            code = (chunk.get("error") or {}).get("code") if isinstance(
+                chunk.get("error"), dict) else None
+            raise StreamFailure(error_from_vendor(
+                vendor_type, message, status=code if isinstance(code, int) else None))
+        if asm.message.response_id is None:
+            asm.message.response_id = chunk.get("id")
+        choices = chunk.get("choices")
+        if choices:
+            choice = choices[0]
+            delta = choice.get("delta")
+            if delta:
+                _delta(asm, delta, last_tool)
+            finish = choice.get("finish_reason")
+            if finish:
+                asm.set_stop_reason(finish)
+            usage = usage or choice.get("usage")  # Moonshot puts it on the choice
+        if usage:
+            _usage(asm, usage)
+
+    return on_event
+
+
+def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> None:
+    content = delta.get("content")
+    if content:
+        if asm.is_open(_THINKING):
+            asm.end(_THINKING)
+        asm.text(_TEXT, content)
+        return
+    for name in _REASONING_FIELDS:
+        reasoning = delta.get(name)
+        if reasoning:
+            if asm.is_open(_TEXT):
+                asm.end(_TEXT)
+            asm.thinking(_THINKING, reasoning, signature=name)
+            break
+    tool_calls = delta.get("tool_calls")
+    if tool_calls:
+        for tc in tool_calls:
+            index = tc.get("index")
+            call_id = tc.get("id")
+            if not call_id or call_id == "null":  # placeholder ids some servers send
+                call_id = None
+            key: Hashable
+            if index is not None:
+                key = ("tool", index)
+            elif call_id is not None:
+                key = ("tool-id", call_id)
+            else:
+                key = last_tool[0]
+            if not asm.is_open(key):
+                # A call begins: the text or reasoning before it is complete.
+                asm.end(_TEXT)
+                asm.end(_THINKING)
+            fn = tc.get("function") or {}
+            asm.tool_call(key, fn.get("arguments") or "", id=call_id, name=fn.get("name"))
+            last_tool[0] = key
+
+
+def _find(usage: dict[str, Any], paths: tuple[tuple[str, ...], ...]) -> int | None:
+    for path in paths:
+        value: Any = usage
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _usage(asm: Assembler, usage: dict[str, Any]) -> None:
+    got = {name: _find(usage, paths) for name, paths in _USAGE_PATHS.items()}
+    prompt, completion = got["prompt"], got["completion"]
+    if prompt is None and completion is None:
+        return
+    cached, cache_write = got["cached"] or 0, got["cache_write"] or 0
+    reasoning, total = got["reasoning"] or 0, got["total"]
+    output = completion or 0
+    # Vendors differ on whether completion_tokens includes reasoning; the total settles it
+    # (xAI: total = prompt + completion + reasoning, so reasoning is extra).
+    if reasoning and total is not None and total == (prompt or 0) + output + reasoning:
+        output += reasoning
+    asm.set_usage(
+        input=max(0, (prompt or 0) - cached - cache_write),
+        output=output,
+        cache_read=cached,
+        cache_write=cache_write,
+        reasoning=reasoning,
+    )
+
+
+def _auth_headers(model: Model, key: str) -> dict[str, str]:
+    if compat_for(model).auth == "api-key":
+        return {"api-key": key}
+    return {"authorization": f"Bearer {key}"}
+
+
+_WIRE = WireAPI(
+    api=API,
+    terminal_event="data: [DONE]",
+    stop_reasons=_STOP_REASONS,
+    build_request=_build_request,
+    auth_headers=_auth_headers,
+    translator=_translator,
+    api_key_env=lambda model: compat_for(model).env,
+    key_required=lambda model: compat_for(model).key_required,
+)

@@ -1,0 +1,169 @@
+"""Failures as data: the tables that turn HTTP statuses, vendor error types and transport
+exceptions into a `StreamError` kind, in one place.
+
+Failure classes raised inside the pipeline (never out of a stream):
+
+    StreamFailure            carries a finished `StreamError`
+      ProtocolError          the vendor sent something we cannot read (kind "protocol")
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ._types import ErrorKind, StreamError
+
+__all__ = [
+    "OVERFLOW_PATTERNS",
+    "ProtocolError",
+    "StreamFailure",
+    "error_from_status",
+    "error_from_vendor",
+    "is_context_overflow",
+    "redact",
+]
+
+RETRYABLE_KINDS: frozenset[str] = frozenset(
+    {"rate_limit", "overloaded", "server", "network", "timeout"}
+)
+
+STATUS_KINDS: dict[int, ErrorKind] = {
+    400: "invalid_request",
+    401: "auth",
+    403: "auth",
+    404: "not_found",
+    408: "timeout",
+    409: "server",
+    413: "context_overflow",
+    422: "invalid_request",
+    429: "rate_limit",
+    500: "server",
+    502: "server",
+    503: "overloaded",
+    504: "timeout",
+    529: "overloaded",
+}
+RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+# Vendor error `type`/`code` values, as Anthropic and OpenAI-compatible servers send them
+# in an error body or a mid-stream error event.
+VENDOR_ERROR_KINDS: dict[str, ErrorKind] = {
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate_limit",
+    "rate_limit_exceeded": "rate_limit",
+    "insufficient_quota": "rate_limit",
+    "api_error": "server",
+    "server_error": "server",
+    "internal_server_error": "server",
+    "service_unavailable": "overloaded",
+    "timeout_error": "timeout",
+    "invalid_request_error": "invalid_request",
+    "invalid_request": "invalid_request",
+    "tool_use_failed": "invalid_request",
+    "authentication_error": "auth",
+    "invalid_api_key": "auth",
+    "permission_error": "auth",
+    "not_found_error": "not_found",
+    "model_not_found": "not_found",
+    "request_too_large": "context_overflow",
+    "context_length_exceeded": "context_overflow",
+    "content_filter": "content_filter",
+}
+
+# Vendor wording for "the prompt does not fit the context window" (pi-ai reference 4.3).
+OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"prompt is too long",
+        r"input is too long for requested model",
+        r"exceeds the context window",
+        r"input token count.*exceeds the maximum",
+        r"maximum prompt length is \d+",
+        r"reduce the length of the messages",
+        r"maximum context length is \d+ tokens",
+        r"exceeds the limit of \d+",
+        r"exceeds the available context size",
+        r"greater than the context length",
+        r"context window exceeds limit",
+        r"exceeded model token limit",
+        r"too large for model with \d+ maximum context length",
+        r"model_context_window_exceeded",
+        r"context[_ ]length[_ ]exceeded",
+        r"too many tokens",
+        r"token limit exceeded",
+        r"^4(00|13)\s*(status code)?\s*\(no body\)",
+    )
+)
+
+
+def is_context_overflow(message: str) -> bool:
+    return any(p.search(message) for p in OVERFLOW_PATTERNS)
+
+
+class StreamFailure(Exception):
+    """Ends a stream with `error` (raised inside the pipeline, caught by the stream)."""
+
+    def __init__(self, error: StreamError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class ProtocolError(StreamFailure):
+    def __init__(self, message: str) -> None:
+        super().__init__(StreamError(kind="protocol", message=message))
+
+
+def _kind_with_overflow(kind: ErrorKind, message: str) -> ErrorKind:
+    if kind in ("invalid_request", "context_overflow", "server") and is_context_overflow(message):
+        return "context_overflow"
+    return kind
+
+
+def error_from_status(
+    status: int, message: str, *, vendor_type: str | None = None, retry_after: float | None = None
+) -> StreamError:
+    """The error for an HTTP status, refined by the vendor's error type and wording."""
+    kind: ErrorKind = STATUS_KINDS.get(
+        status, "server" if status >= 500 else "invalid_request"
+    )
+    if vendor_type and vendor_type in VENDOR_ERROR_KINDS and status < 500:
+        kind = VENDOR_ERROR_KINDS[vendor_type]
+    kind = _kind_with_overflow(kind, message)
+    retryable = status in RETRYABLE_STATUSES or status >= 500
+    return StreamError(
+        kind=kind,
+        message=message,
+        status_code=status,
+        retryable=retryable and kind != "context_overflow",
+        retry_after=retry_after,
+    )
+
+
+def error_from_vendor(
+    vendor_type: str | None,
+    message: str,
+    *,
+    status: int | None = None,
+    extra_kinds: Mapping[str, ErrorKind] | None = None,
+) -> StreamError:
+    """The error for a mid-stream vendor error event: same kinds as the matching status."""
+    kind: ErrorKind | None = None
+    if vendor_type:
+        kind = (extra_kinds or {}).get(vendor_type) or VENDOR_ERROR_KINDS.get(vendor_type)
+    if kind is None and status is not None:
+        return error_from_status(status, message, vendor_type=vendor_type)
+    kind = _kind_with_overflow(kind or "server", message)
+    return StreamError(
+        kind=kind, message=message, status_code=status, retryable=kind in RETRYABLE_KINDS
+    )
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with every secret (and any 8+ character prefix of it) replaced."""
+    for secret in secrets:
+        if secret and len(secret) >= 8:
+            text = text.replace(secret, "[redacted]")
+            # Vendors echo a key's first characters ("Incorrect API key provided: sk-ab***").
+            text = re.sub(re.escape(secret[:8]) + r"[^\s\"',]*", "[redacted]", text)
+    return text

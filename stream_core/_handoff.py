@@ -1,0 +1,180 @@
+"""Cross-provider handoff: make a history written by any model sendable to the target one.
+
+Vendor artifacts (signatures, redacted reasoning, id formats) only mean something to the
+model that produced them; another vendor rejects or misreads them. Every request builder
+runs its history through `prepare_messages` first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ._tools import repair_tool_pairs
+from ._types import (
+    AssistantMessage,
+    Context,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+)
+
+__all__ = ["id_normalizer", "is_same_model", "prepare_messages", "sanitize_surrogates"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# Enough for any realistic pile-up of colliding ids; past it the normalizer cannot yield
+# new ids (for instance it maps every input to one constant) and looping would never end.
+_MAX_SUFFIX_ATTEMPTS = 10_000
+
+
+def sanitize_surrogates(text: str) -> str:
+    """`text` without lone UTF-16 surrogates, which cannot be encoded as UTF-8 JSON.
+
+    A high+low pair (as left by some decoders) is first joined into its astral character,
+    so an emoji split into halves survives.
+    """
+    if _SURROGATE.search(text) is None:
+        return text
+    # The round trip through UTF-16 joins adjacent pairs; lone halves come back unchanged.
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return _SURROGATE.sub("", joined)
+
+
+def id_normalizer(*, allowed: str = r"A-Za-z0-9_-", max_length: int = 64) -> Callable[[str], str]:
+    """A function mapping a tool-call id to one a vendor accepts: characters outside the
+    class `allowed` (regex character-class syntax) become `_`, then the id is cut to
+    `max_length`."""
+    if max_length < 1:
+        raise ValueError("max_length must be at least 1")
+    outside = re.compile(f"[^{allowed}]")
+
+    def normalize(tool_call_id: str) -> str:
+        return outside.sub("_", tool_call_id)[:max_length]
+
+    return normalize
+
+
+def is_same_model(message: AssistantMessage, *, api: str, provider: str, model_id: str) -> bool:
+    """Whether `message` was written by the target model over the target API, so its vendor
+    artifacts can be sent back as they are."""
+    return message.provider == provider and message.api == api and message.model == model_id
+
+
+class _IdMap:
+    """Original tool-call id -> id sent, unique across the history."""
+
+    def __init__(self, normalize: Callable[[str], str] | None) -> None:
+        self._normalize = normalize
+        self._sent: dict[str, str] = {}
+        self._taken: set[str] = set()
+
+    def for_call(self, original: str) -> str:
+        known = self._sent.get(original)
+        if known is not None:
+            # The same original id again (a reused id) keeps its pairing with its results.
+            return known
+        if self._normalize is None:
+            new = original
+        else:
+            new = self._unique(self._normalize(original))
+        self._sent[original] = new
+        self._taken.add(new)
+        return new
+
+    def for_result(self, original: str) -> str | None:
+        """The id sent for the call this result answers; None when no earlier call has it."""
+        return self._sent.get(original)
+
+    def _unique(self, candidate: str) -> str:
+        if candidate not in self._taken:
+            return candidate
+        assert self._normalize is not None
+        for attempt in range(2, _MAX_SUFFIX_ATTEMPTS):
+            suffix = f"_{attempt}"
+            base = candidate
+            # Shorten the base until the suffix survives the normalizer's length cut.
+            while True:
+                new = self._normalize(base + suffix)
+                if new.endswith(suffix) or not base:
+                    break
+                base = base[:-1]
+            if new not in self._taken:
+                return new
+        raise ValueError(f"cannot make tool-call id {candidate!r} unique with this normalizer")
+
+
+def prepare_messages(
+    context: Context,
+    *,
+    api: str,
+    provider: str,
+    model_id: str,
+    normalize_id: Callable[[str], str] | None = None,
+) -> list[Message]:
+    """The context's messages as the target model may receive them, in a new list.
+
+    Assistant turns from another model lose vendor artifacts (their reasoning becomes
+    plain text); tool-call ids go through `normalize_id` (kept unique) and results follow
+    their call; finally call/result pairing is repaired. The context is never mutated:
+    changed messages and blocks are copies.
+    """
+    ids = _IdMap(normalize_id)
+    out: list[Message] = []
+    for message in context.messages:
+        if isinstance(message, AssistantMessage):
+            out.append(_prepare_assistant(message, ids, api, provider, model_id))
+        elif isinstance(message, ToolResultMessage):
+            sent = ids.for_result(message.tool_call_id)
+            if sent is None:
+                # No earlier call has this id: an orphan that repair would drop anyway.
+                # Dropping it here keeps it from pairing with a call whose id was rewritten
+                # into its own.
+                continue
+            if sent != message.tool_call_id:
+                message = message.model_copy(update={"tool_call_id": sent})
+            out.append(message)
+        else:
+            out.append(message)
+    return repair_tool_pairs(out).messages
+
+
+def _prepare_assistant(
+    message: AssistantMessage, ids: _IdMap, api: str, provider: str, model_id: str
+) -> AssistantMessage:
+    same = is_same_model(message, api=api, provider=provider, model_id=model_id)
+    content: list[TextContent | ThinkingContent | ToolCall] = []
+    changed = False
+    for block in message.content:
+        if isinstance(block, ThinkingContent):
+            if same:
+                content.append(block)
+            elif not block.redacted and block.thinking.strip():
+                # Another vendor cannot verify the signature, but the reasoning still helps.
+                content.append(TextContent(text=block.thinking))
+                changed = True
+            else:
+                # Redacted reasoning is an opaque payload only its author can read.
+                changed = True
+        elif isinstance(block, TextContent):
+            if same:
+                content.append(block)
+            else:
+                content.append(TextContent(text=block.text))
+                changed = True
+        else:
+            update: dict[str, object] = {}
+            new_id = ids.for_call(block.id)
+            if new_id != block.id:
+                update["id"] = new_id
+            if not same and block.thought_signature is not None:
+                update["thought_signature"] = None
+            if update:
+                block = block.model_copy(update=update)
+                changed = True
+            content.append(block)
+    if not changed:
+        return message
+    return message.model_copy(update={"content": content})

@@ -1,0 +1,147 @@
+"""History as append-only JSONL: one message per line.
+
+A record we don't understand (a role from a newer version, a harness's own bookkeeping line)
+is kept as a plain dict and written back unchanged, so no tool in a pipeline loses data it
+doesn't know about. Files written by `dump_messages` round-trip byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import IO, Any, TypeAlias
+
+from pydantic import BaseModel, ValidationError
+
+from ._types import MESSAGE_ADAPTER, Message
+
+__all__ = [
+    "HistoryFormatError",
+    "Record",
+    "dump_messages",
+    "load_messages",
+    "messages_only",
+]
+
+Record: TypeAlias = Message | dict[str, Any]
+"""A validated message, or a record with an unknown (or no) role kept as loaded."""
+
+_KNOWN_ROLES = frozenset({"user", "assistant", "tool_result"})
+
+
+class HistoryFormatError(ValueError):
+    """A history line that is not JSON, or a known message that fails validation."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        """1-based line number in the file."""
+
+
+def _encode(record: Record) -> str:
+    if isinstance(record, BaseModel):
+        data: Any = record.model_dump(mode="json")
+    elif isinstance(record, dict):
+        data = record
+    else:
+        raise TypeError(f"expected a message model or a dict, got {type(record).__name__}")
+    line = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (e.g. from a `\ud800` escape or surrogateescape'd tool output) can't
+        # be written as UTF-8; escaping the line keeps the history saveable, and it reloads
+        # to the same string and re-dumps the same way.
+        line = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+    return line
+
+
+def _missing_final_newline(path: str | os.PathLike[str]) -> bool:
+    try:
+        with open(path, "rb") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
+
+
+def dump_messages(
+    records: Iterable[Record],
+    file: str | os.PathLike[str] | IO[str],
+    *,
+    append: bool = False,
+) -> None:
+    """Write one compact JSON object per line (UTF-8, non-ASCII kept as is).
+
+    Models are written as `model_dump(mode="json")`; dict records exactly as loaded (same
+    key order and values). Given a path, the file is created or truncated, or with
+    `append=True` extended; given an open text stream, lines are written to it as is and
+    `append` is ignored (the stream's own mode decides).
+    """
+    lines = (_encode(r) + "\n" for r in records)
+    if isinstance(file, (str, os.PathLike)):
+        # Appending after a hand-edited last line without "\n" would glue two records.
+        lead = "\n" if append and _missing_final_newline(file) else ""
+        # newline="\n": JSONL uses "\n" on every platform.
+        with open(file, "a" if append else "w", encoding="utf-8", newline="\n") as f:
+            f.write(lead)
+            f.writelines(lines)
+    else:
+        file.writelines(lines)
+
+
+def _error_path(error: ValidationError, role: str) -> str:
+    details = error.errors(include_url=False)
+    parts = []
+    for detail in details[:3]:
+        loc = list(detail["loc"])
+        if loc and loc[0] == role:  # the discriminator tag MESSAGE_ADAPTER adds first
+            loc = loc[1:]
+        where = ".".join(str(p) for p in loc) or "<record>"
+        parts.append(f"{where}: {detail['msg']}")
+    more = f" (and {len(details) - 3} more)" if len(details) > 3 else ""
+    return "; ".join(parts) + more
+
+
+def _decode(line: str, lineno: int) -> Record:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise HistoryFormatError(lineno, f"not valid JSON ({e.msg} at column {e.colno})") from e
+    if not isinstance(data, dict):
+        raise HistoryFormatError(lineno, f"expected a JSON object, got {type(data).__name__}")
+    role = data.get("role")
+    if not isinstance(role, str) or role not in _KNOWN_ROLES:
+        return data
+    try:
+        return MESSAGE_ADAPTER.validate_python(data)
+    except ValidationError as e:
+        raise HistoryFormatError(lineno, f"invalid {role} message: {_error_path(e, role)}") from e
+
+
+def load_messages(file: str | os.PathLike[str] | IO[str]) -> list[Record]:
+    """Read a JSONL history: user/assistant/tool_result records become models, any other
+    record (unknown or no role) stays a plain dict. Blank lines are skipped.
+
+    Raises `HistoryFormatError` (a `ValueError`) naming the line number for a line that is
+    not a JSON object, and also the field path for a known message that fails validation.
+    """
+    if isinstance(file, (str, os.PathLike)):
+        # utf-8-sig: tolerate a BOM from an editor; dump_messages never writes one.
+        with open(file, encoding="utf-8-sig") as f:
+            return _load_lines(f)
+    return _load_lines(file)
+
+
+def _load_lines(lines: Iterable[str]) -> list[Record]:
+    # Iterate the stream, never `str.splitlines()`: that also splits on U+2028 and friends,
+    # which JSON leaves unescaped inside strings.
+    return [_decode(line, n) for n, line in enumerate(lines, 1) if line.strip()]
+
+
+def messages_only(records: Iterable[Record]) -> list[Message]:
+    """The validated messages, dropping unknown records (e.g. to build a `Context`)."""
+    return [r for r in records if not isinstance(r, dict)]

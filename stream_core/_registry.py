@@ -1,0 +1,132 @@
+"""Which module serves which wire API.
+
+Built-ins register through the same call as plugins. Plugins are modules named by the
+entry-point group `stream_core.providers` (`name = "package.module"`); each such module
+exports `API` and `stream`. They load lazily, once, on the first lookup that misses;
+`STREAM_CORE_PLUGINS` (comma-separated entry-point names, empty for none) limits which.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+from ._models import Model
+from ._options import StreamOptions
+from ._stream import AssistantStream
+from ._types import AssistantMessage, Context
+
+__all__ = [
+    "ProviderEntry",
+    "complete",
+    "get_provider",
+    "list_providers",
+    "register_provider",
+    "stream",
+    "unregister_providers",
+]
+
+logger = logging.getLogger("stream_core")
+
+StreamFunction = Callable[..., AssistantStream]
+
+_BUILTINS = ("providers.anthropic", "providers.openai_completions")
+
+
+@dataclass(frozen=True)
+class ProviderEntry:
+    api: str
+    stream: StreamFunction
+    source: str
+    """Who registered it ("builtin", or the plugin's entry-point name)."""
+
+
+_registry: dict[str, ProviderEntry] = {}
+_loaded_builtins = False
+_loaded_plugins = False
+
+
+def register_provider(api: str, stream: StreamFunction, *, source: str = "user") -> None:
+    """Serve `api` with `stream` (replacing any earlier registration for it)."""
+    _registry[api] = ProviderEntry(api, stream, source)
+
+
+def register_module(module: ModuleType, *, source: str) -> None:
+    api = getattr(module, "API", None)
+    fn = getattr(module, "stream", None)
+    if not isinstance(api, str) or not callable(fn):
+        raise TypeError(f"{module.__name__} must export API: str and stream()")
+    register_provider(api, fn, source=source)
+
+
+def unregister_providers(source: str) -> None:
+    """Remove everything one source registered."""
+    for api in [a for a, e in _registry.items() if e.source == source]:
+        del _registry[api]
+
+
+def _load_builtins() -> None:
+    global _loaded_builtins
+    if _loaded_builtins:
+        return
+    _loaded_builtins = True
+    for name in _BUILTINS:
+        register_module(importlib.import_module(name), source="builtin")
+
+
+def _load_plugins() -> None:
+    global _loaded_plugins
+    if _loaded_plugins:
+        return
+    _loaded_plugins = True
+    allow = os.environ.get("STREAM_CORE_PLUGINS")
+    allowed = None if allow is None else {n.strip() for n in allow.split(",") if n.strip()}
+    for ep in entry_points(group="stream_core.providers"):
+        if allowed is not None and ep.name not in allowed:
+            continue
+        try:
+            loaded = ep.load()
+            register_module(loaded, source=ep.name)
+        except Exception:
+            logger.exception("stream_core: plugin %r failed to load", ep.name)
+
+
+def get_provider(api: str) -> ProviderEntry:
+    _load_builtins()
+    entry = _registry.get(api)
+    if entry is None:
+        _load_plugins()
+        entry = _registry.get(api)
+    if entry is None:
+        raise ValueError(
+            f"model.api {api!r} is served by no provider (known: {', '.join(sorted(_registry))})"
+        )
+    return entry
+
+
+def list_providers() -> list[ProviderEntry]:
+    _load_builtins()
+    _load_plugins()
+    return sorted(_registry.values(), key=lambda e: e.api)
+
+
+def stream(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    """Stream one assistant message from `model`, dispatching on `model.api`."""
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
+    return get_provider(model.api).stream(model, context, options)
+
+
+async def complete(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantMessage:
+    """The final message of `stream(...)`."""
+    return await stream(model, context, options).result()

@@ -1,0 +1,492 @@
+"""`AssistantStream` and the one pipeline every wire API runs through.
+
+    stream() ── validate (raise now) ── AssistantStream
+    __anext__ ─ message_start ─ request (retries) ─ chunk ─ decode ─ translate ─ events
+                                                   └─ idle timeout / cancel per receive
+
+Everything after `stream()` returns is encoded in events; nothing raises. The stream is a
+class, not a generator, so each receive gets its own timeout scope and no cancel scope
+ever spans a `yield` (anyio's rule). Decoding, translation and assembly are synchronous:
+the only await per network chunk is the read.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import os
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+from pydantic import ValidationError
+from pydantic_core import from_json
+
+from ._assembler import Assembler, StopRule
+from ._errors import ProtocolError, StreamFailure, error_from_status, redact
+from ._events import AssistantStreamEvent, MessageEnd, MessageStart
+from ._models import Model
+from ._options import StreamOptions
+from ._sse import SSEBytesDecoder
+from ._types import AssistantMessage, Context, StreamError
+
+__all__ = ["AssistantStream", "Translator", "WireAPI", "WireRequest", "parse_json"]
+
+logger = logging.getLogger("stream_core")
+T = TypeVar("T")
+
+_ERROR_BODY_LIMIT = 64 * 1024
+
+
+@dataclass
+class WireRequest:
+    url: str
+    payload: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Translator = Callable[[str, str], None]
+"""Called with (SSE event name, data) for every event; drives the assembler."""
+
+
+def parse_json(data: str, event: str) -> Any:
+    """Parse an event's data, or end the stream with a protocol error naming the event."""
+    try:
+        return from_json(data)
+    except ValueError:
+        snippet = data if len(data) <= 80 else data[:77] + "..."
+        raise ProtocolError(f"malformed JSON in {event or 'data'} event: {snippet!r}") from None
+
+
+@dataclass(frozen=True)
+class WireAPI:
+    """What a provider module supplies: its tables and three functions.
+
+    `build_request(model, context, options)` turns the context into the vendor payload;
+    `auth_headers(model, api_key)` says how the key is sent; `translator(asm)` returns the
+    function that turns one vendor event into assembler calls.
+    """
+
+    api: str
+    terminal_event: str
+    stop_reasons: Mapping[str, StopRule]
+    build_request: Callable[[Model, Context, StreamOptions], WireRequest]
+    auth_headers: Callable[[Model, str], dict[str, str]]
+    translator: Callable[[Assembler], Translator]
+    api_key_env: Callable[[Model], str | None]
+    """The environment variable holding the key for a model (None: no key needed)."""
+    key_required: Callable[[Model], bool] = lambda model: True
+
+    def open(
+        self, model: Model, context: Context | dict[str, Any], options: StreamOptions | None
+    ) -> AssistantStream:
+        context = _check_call(self.api, model, context, options)
+        return AssistantStream(self, model, context, options or StreamOptions())
+
+
+def _check_call(api: str, model: Any, context: Any, options: Any) -> Context:
+    """Programmer errors raise here, before any I/O, naming the bad field."""
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
+    if model.api != api:
+        raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
+    if options is not None and not isinstance(options, StreamOptions):
+        raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
+    if isinstance(context, dict):
+        try:
+            return Context.model_validate(context)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = "context." + ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{where}: {first['msg']}") from None
+    if not isinstance(context, Context):
+        raise TypeError(f"context must be a stream_core.Context, not {type(context).__name__}")
+    from ._types import AssistantMessage as _A
+    from ._types import ToolResultMessage, UserMessage
+
+    for i, m in enumerate(context.messages):
+        if not isinstance(m, (UserMessage, _A, ToolResultMessage)):
+            raise TypeError(
+                f"context.messages[{i}] is a {type(m).__name__}, not a message "
+                "(filter JSONL records with messages_only())"
+            )
+    return context
+
+
+# States of the pump.
+_START, _CONNECT, _READ, _DONE = range(4)
+
+
+class _Aborted(Exception):
+    pass
+
+
+class AssistantStream:
+    """Async iterator of events; `await result()` gives the final message.
+
+    Use it as `async with`: leaving the block closes the HTTP response and ends the message
+    as `aborted` if it was still streaming.
+    """
+
+    def __init__(
+        self, wire: WireAPI, model: Model, context: Context, options: StreamOptions
+    ) -> None:
+        self._wire = wire
+        self._model = model
+        self._context = context
+        self._options = options
+        self._queue: deque[AssistantStreamEvent] = deque()
+        self.message = AssistantMessage(api=wire.api, provider=model.provider, model=model.id)
+        self._asm = Assembler(self.message, model, wire.stop_reasons, self._queue)
+        self._state = _START
+        self._client: httpx.AsyncClient | None = None
+        self._response: httpx.Response | None = None
+        self._chunks: Any = None
+        self._decoder = SSEBytesDecoder()
+        self._translate: Translator | None = None
+        self._request: httpx.Request | None = None
+        self._secrets: tuple[str, ...] = ()
+        self._attempt = 0
+
+    def __repr__(self) -> str:
+        states = ("new", "connecting", "streaming", "done")
+        return f"<AssistantStream {self._wire.api} {self._model.id} {states[self._state]}>"
+
+    # --- public surface -----------------------------------------------------------------
+
+    def __aiter__(self) -> AssistantStream:
+        return self
+
+    async def __anext__(self) -> AssistantStreamEvent:
+        queue = self._queue
+        while not queue:
+            if self._state == _DONE:
+                raise StopAsyncIteration
+            await self._pump()
+        return queue.popleft()
+
+    async def result(self) -> AssistantMessage:
+        """Read the rest of the stream and return the final message."""
+        async for _ in self:
+            pass
+        return self.message
+
+    async def aclose(self) -> None:
+        """Stop now: close the response; the message ends `aborted` if it was unfinished."""
+        if self._state != _DONE:
+            await self._finish(StreamError(kind="aborted", message="stream closed by the caller"))
+
+    async def __aenter__(self) -> AssistantStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- the pump -----------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        """Advance by one step, putting zero or more events on the queue."""
+        if self._state == _START:
+            self._state = _CONNECT
+            self._queue.append(MessageStart(self.message))
+            return
+        try:
+            if self._state == _CONNECT:
+                await self._connect()
+                self._state = _READ
+            else:
+                await self._read_chunk()
+        except StreamFailure as failure:
+            if await self._may_retry(failure.error):
+                return
+            await self._finish(failure.error)
+        except _Aborted:
+            await self._finish(StreamError(kind="aborted", message="cancelled by options.cancel"))
+        except anyio.get_cancelled_exc_class():
+            # The caller's own scope was cancelled: clean up, record, and let it propagate.
+            with anyio.CancelScope(shield=True):
+                await self._finish(StreamError(kind="aborted", message="cancelled"))
+            raise
+        except Exception as exc:  # a bug or an unforeseen payload: still an event, never a raise
+            logger.debug("stream failed", exc_info=True)
+            message = redact(f"{type(exc).__name__}: {exc}", self._secrets)
+            await self._finish(StreamError(kind="protocol", message=message))
+
+    async def _connect(self) -> None:
+        if self._request is None:
+            self._request = self._build()
+        opts = self._options
+        while True:
+            if self._client is None:
+                self._client = opts.client or httpx.AsyncClient(timeout=None)
+            error = await self._send()
+            if error is None:
+                return
+            if not await self._may_retry(error, connecting=True):
+                raise StreamFailure(error)
+
+    def _build(self) -> httpx.Request:
+        wire, model, opts = self._wire, self._model, self._options
+        api_key = opts.api_key
+        env = wire.api_key_env(model)
+        if api_key is None and env:
+            api_key = os.environ.get(env) or None
+        if api_key is None and wire.key_required(model):
+            where = f"set {env} or pass" if env else "pass"
+            raise StreamFailure(
+                StreamError(kind="auth", message=f"no API key for {model.provider}: {where} "
+                            "StreamOptions(api_key=...)")
+            )
+        if api_key:
+            self._secrets = (api_key,)
+        req = wire.build_request(model, self._context, opts)
+        if opts.on_payload is not None:
+            replaced = opts.on_payload(req.payload, model)
+            if replaced is not None:
+                req.payload = replaced
+        headers = {
+            "accept": "text/event-stream",
+            # Compressed SSE arrives all at once; ask for it plain.
+            "accept-encoding": "identity",
+            **req.headers,
+            **(wire.auth_headers(model, api_key) if api_key else {}),
+            **model.headers,
+            **opts.headers,
+        }
+        timeout = httpx.Timeout(
+            connect=opts.connect_timeout, read=None, write=60.0, pool=opts.connect_timeout
+        )
+        return httpx.Request(
+            "POST",
+            req.url,
+            headers=headers,
+            json=req.payload,
+            extensions={"timeout": timeout.as_dict()},
+        )
+
+    async def _send(self) -> StreamError | None:
+        """Send the request; None on a 2xx response (kept open), else the error."""
+        assert self._client is not None and self._request is not None
+        first_byte = self._options.first_byte_timeout
+        try:
+            with anyio.fail_after(first_byte if first_byte is not None else math.inf):
+                response = await self._guard(self._client.send(self._request, stream=True))
+        except TimeoutError:
+            return StreamError(
+                kind="timeout", retryable=True,
+                message=f"no response within first_byte_timeout={first_byte}s",
+            )
+        except httpx.TimeoutException as exc:
+            return StreamError(kind="timeout", retryable=True, message=self._net_text(exc))
+        except httpx.TransportError as exc:
+            return StreamError(kind="network", retryable=True, message=self._net_text(exc))
+        if response.status_code < 400:
+            self._response = response
+            self._chunks = response.aiter_bytes()
+            return None
+        try:
+            body = b""
+            async for part in response.aiter_bytes():
+                body += part
+                if len(body) > _ERROR_BODY_LIMIT:
+                    break
+        except httpx.HTTPError:
+            pass
+        finally:
+            await response.aclose()
+        return self._http_error(response, body)
+
+    def _http_error(self, response: httpx.Response, body: bytes) -> StreamError:
+        vendor_type, text = vendor_error_text(body)
+        status = response.status_code
+        message = f"HTTP {status}"
+        if text:
+            message += f": {text}"
+        error = error_from_status(
+            status,
+            redact(message, self._secrets),
+            vendor_type=vendor_type,
+            retry_after=retry_after_seconds(response.headers),
+        )
+        return error
+
+    def _net_text(self, exc: Exception) -> str:
+        text = str(exc) or type(exc).__name__
+        return redact(f"{type(exc).__name__}: {text}", self._secrets)
+
+    async def _may_retry(self, error: StreamError, *, connecting: bool = False) -> bool:
+        """Sleep and reset for another attempt when the contract allows one."""
+        opts = self._options
+        if not error.retryable or self._asm.updated or self._attempt >= opts.max_retries:
+            return False
+        if error.retry_after is not None and error.retry_after > opts.max_retry_delay:
+            return False
+        delay = error.retry_after
+        if delay is None:
+            delay = opts.retry_backoff * (2**self._attempt) * (0.5 + random.random() / 2)
+        delay = min(delay, opts.max_retry_delay)
+        self._attempt += 1
+        logger.info("%s: retrying after %.2fs (%s)", self._wire.api, delay, error.kind)
+        await self._close_response()
+        await self._guard(anyio.sleep(delay))
+        if not connecting:
+            # A failure before any update (e.g. an overloaded event): start over cleanly.
+            self._reset_message()
+            self._state = _CONNECT
+        return True
+
+    def _reset_message(self) -> None:
+        m = self.message
+        m.content.clear()
+        m.usage = type(m.usage)()
+        m.raw_stop_reason = None
+        m.response_id = None
+        self._queue.clear()
+        self._asm = Assembler(m, self._model, self._wire.stop_reasons, self._queue)
+        self._decoder = SSEBytesDecoder()
+        self._translate = None
+
+    async def _read_chunk(self) -> None:
+        idle = self._options.idle_timeout
+        try:
+            with anyio.fail_after(idle if idle is not None else math.inf):
+                chunk = await self._guard(self._chunks.__anext__())
+        except StopAsyncIteration:
+            chunk = None
+        except TimeoutError:
+            raise StreamFailure(
+                StreamError(kind="timeout", retryable=True,
+                            message=f"no data for idle_timeout={idle}s")
+            ) from None
+        except httpx.TransportError as exc:
+            raise StreamFailure(
+                StreamError(
+                    kind="network", retryable=True,
+                    message=f"stream ended before {self._wire.terminal_event} "
+                    f"({self._net_text(exc)})",
+                )
+            ) from None
+        translate = self._translate
+        if translate is None:
+            translate = self._translate = self._wire.translator(self._asm)
+        events = self._decoder.decode(chunk) if chunk is not None else self._decoder.flush()
+        asm = self._asm
+        for sse in events:
+            translate(sse.event, sse.data)
+            if asm.finished:
+                await self._finish(None)
+                return
+        if chunk is None:
+            raise StreamFailure(
+                StreamError(kind="network", retryable=True,
+                            message=f"stream ended before {self._wire.terminal_event}")
+            )
+
+    async def _guard(self, awaitable: Awaitable[T]) -> T:
+        """Await, but give up at once when `options.cancel` is set."""
+        cancel = self._options.cancel
+        if cancel is None:
+            return await awaitable
+        if cancel.is_set():
+            _close_awaitable(awaitable)
+            raise _Aborted
+        result: list[T] = []
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                await cancel.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            try:
+                result.append(await awaitable)
+            finally:
+                tg.cancel_scope.cancel()
+        if not result:
+            raise _Aborted
+        return result[0]
+
+    async def _close_response(self) -> None:
+        response, self._response, self._chunks = self._response, None, None
+        if response is not None:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    async def _finish(self, error: StreamError | None) -> None:
+        if self._state == _DONE:
+            return
+        self._state = _DONE
+        await self._close_response()
+        if self._client is not None and self._options.client is None:
+            with anyio.CancelScope(shield=True):
+                await self._client.aclose()
+        self._client = None
+        self._asm.finalize(error)
+        self._queue.append(MessageEnd(self.message))
+
+
+def _close_awaitable(awaitable: Awaitable[Any]) -> None:
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
+
+
+def vendor_error_text(body: bytes) -> tuple[str | None, str]:
+    """(vendor error type, message) from an error body, Anthropic or OpenAI shaped."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = from_json(body) if body else None
+    except ValueError:
+        return None, text[:2000]
+    return vendor_error_fields(data) if data is not None else (None, text[:2000])
+
+
+def vendor_error_fields(data: Any) -> tuple[str | None, str]:
+    """(type, message) from `{"error": {...}}`, `{"type": "error", "error": {...}}` or a
+    bare error object; an OpenRouter upstream detail (`metadata.raw`) is appended."""
+    err = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(err, str):
+        return None, err
+    if not isinstance(err, dict):
+        return None, str(err)
+    kind = err.get("type") or err.get("code")
+    code = err.get("code")
+    message = str(err.get("message") or err.get("detail") or kind or "unknown error")
+    raw = (err.get("metadata") or {}).get("raw") if isinstance(err.get("metadata"), dict) else None
+    if raw:
+        message += f"\n{raw}"
+    # A specific code (context_length_exceeded) says more than a generic type.
+    if isinstance(code, str) and code not in ("", kind) and kind == "invalid_request_error":
+        kind = code
+    return (str(kind) if kind is not None else None), message
+
+
+def retry_after_seconds(headers: httpx.Headers) -> float | None:
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return max(0.0, parsed.timestamp() - time.time())

@@ -1,0 +1,238 @@
+"""The data model: content blocks, messages, usage, errors, context, tools.
+
+Messages are a union discriminated by `role`; assistant content is a list of blocks
+discriminated by `type`. Everything here is a pydantic v2 model so a history
+round-trips through JSON exactly (`model_dump(mode="json")` then `model_validate`).
+"""
+
+from __future__ import annotations
+
+import time
+import typing
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "AssistantContent",
+    "AssistantMessage",
+    "Context",
+    "Cost",
+    "ErrorKind",
+    "ImageContent",
+    "Message",
+    "StopReason",
+    "StreamError",
+    "TextContent",
+    "ThinkingContent",
+    "Tool",
+    "ToolCall",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Model(BaseModel):
+    # Unknown fields are kept so a record written by a newer version survives a round trip.
+    model_config = ConfigDict(extra="allow")
+
+
+# --- content blocks ---------------------------------------------------------------------
+
+
+class TextContent(_Model):
+    type: Literal["text"] = "text"
+    text: str = ""
+    text_signature: str | None = None
+    """Vendor id or signature of the text part, sent back verbatim to the same model."""
+
+
+class ThinkingContent(_Model):
+    type: Literal["thinking"] = "thinking"
+    thinking: str = ""
+    signature: str | None = None
+    """Opaque vendor signature (Anthropic), or the delta field the reasoning came from."""
+    redacted: bool = False
+    """True when the vendor sent only an encrypted payload (kept in `signature`)."""
+
+
+class ImageContent(_Model):
+    type: Literal["image"] = "image"
+    data: str
+    """Base64-encoded image bytes."""
+    mime_type: str
+
+
+class ToolCall(_Model):
+    type: Literal["tool_call"] = "tool_call"
+    id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    thought_signature: str | None = None
+    truncated: bool = False
+    """The call is not to be executed: the output limit cut it, or its arguments are not
+    valid JSON. `fail_truncated_tool_calls` answers it with an error result."""
+    partial_json: str = Field(default="", exclude=True, repr=False)
+    """The raw argument text received so far, while the call streams (not persisted)."""
+
+    def partial_arguments(self) -> Any:
+        """Best-effort parse of the arguments received so far (on demand, never per delta)."""
+        from ._json import parse_partial_json
+
+        return parse_partial_json(self.partial_json) if self.partial_json else self.arguments
+
+
+AssistantContent = Annotated[
+    Union[TextContent, ThinkingContent, ToolCall], Field(discriminator="type")
+]
+UserContent = Annotated[Union[TextContent, ImageContent], Field(discriminator="type")]
+
+
+# --- usage and errors -------------------------------------------------------------------
+
+
+class Cost(_Model):
+    """USD, per component and in total."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    total: float = 0.0
+
+
+class Usage(_Model):
+    """Token accounting (CONTRACT 3.4).
+
+    `input` excludes cached reads and cache writes; `output` includes reasoning, and
+    `reasoning` is the part of `output` spent thinking. `total_tokens` is always
+    `input + output + cache_read + cache_write`. `cost` is None when the model's prices
+    are unknown.
+    """
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+    total_tokens: int = 0
+    cost: Cost | None = None
+
+
+StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
+ErrorKind = Literal[
+    "auth",
+    "rate_limit",
+    "overloaded",
+    "context_overflow",
+    "invalid_request",
+    "not_found",
+    "server",
+    "network",
+    "timeout",
+    "refusal",
+    "content_filter",
+    "aborted",
+    "protocol",
+]
+
+
+class StreamError(_Model):
+    """A failure, as data. Never carries a secret."""
+
+    kind: ErrorKind
+    message: str
+    status_code: int | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+    """Seconds the vendor asked us to wait, if it said."""
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+class UserMessage(_Model):
+    role: Literal["user"] = "user"
+    content: str | list[UserContent]
+    timestamp: int = Field(default_factory=_now_ms)
+
+
+class AssistantMessage(_Model):
+    role: Literal["assistant"] = "assistant"
+    content: list[AssistantContent] = Field(default_factory=list)
+    api: str
+    provider: str
+    model: str
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: StopReason = "stop"
+    raw_stop_reason: str | None = None
+    error: StreamError | None = None
+    response_id: str | None = None
+    timestamp: int = Field(default_factory=_now_ms)
+
+    def text(self) -> str:
+        """The text blocks joined, for the common case of reading the answer."""
+        return "".join(b.text for b in self.content if isinstance(b, TextContent))
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [b for b in self.content if isinstance(b, ToolCall)]
+
+
+class ToolResultMessage(_Model):
+    role: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    tool_name: str
+    content: list[UserContent] = Field(default_factory=list)
+    is_error: bool = False
+    details: Any = None
+    """Anything the harness wants to keep with the result; never sent to the model."""
+    timestamp: int = Field(default_factory=_now_ms)
+
+
+Message = Annotated[
+    Union[UserMessage, AssistantMessage, ToolResultMessage], Field(discriminator="role")
+]
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+# --- tools and context ------------------------------------------------------------------
+
+
+class Tool(_Model):
+    name: str = Field(min_length=1)
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    """JSON Schema of the arguments object."""
+
+    @classmethod
+    def from_model(
+        cls, model: type[BaseModel], *, name: str | None = None, description: str | None = None
+    ) -> Tool:
+        """A tool whose arguments are `model`: name from the class, description from its
+        docstring, parameters from its JSON Schema."""
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        doc = description if description is not None else (model.__doc__ or "").strip()
+        schema.pop("description", None)
+        return cls(name=name or model.__name__, description=doc, parameters=schema)
+
+
+class Context(BaseModel):
+    # Forbid unknown fields: a typo such as `system=` must fail at the call, naming the field.
+    model_config = ConfigDict(extra="forbid")
+
+    system_prompt: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[Tool] | None = None
+
+
+if typing.TYPE_CHECKING:  # pragma: no cover
+    AnyMessage = UserMessage | AssistantMessage | ToolResultMessage
