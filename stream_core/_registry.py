@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -36,7 +37,7 @@ logger = logging.getLogger("stream_core")
 
 StreamFunction = Callable[..., AssistantStream]
 
-_BUILTINS = ("providers.anthropic", "providers.openai_completions")
+_BUILTIN_PACKAGE = "providers"
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,15 @@ def _load_builtins() -> None:
     if _loaded_builtins:
         return
     _loaded_builtins = True
-    for name in _BUILTINS:
-        register_module(importlib.import_module(name), source="builtin")
+    # Every module in `providers/` that exports API and stream() is a built-in: adding a
+    # provider is adding a module, nothing else.
+    package = importlib.import_module(_BUILTIN_PACKAGE)
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{_BUILTIN_PACKAGE}.{info.name}")
+        if hasattr(module, "API") and hasattr(module, "stream"):
+            register_module(module, source="builtin")
 
 
 def _load_plugins() -> None:

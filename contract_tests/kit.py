@@ -1,0 +1,231 @@
+"""What the contract tests share: fixtures, replay through respx, and the `expect` check."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import respx
+
+import stream_core
+from stream_core import (
+    AssistantMessage,
+    AssistantStreamEvent,
+    Context,
+    Model,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UserMessage,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BASE_URL = "https://contract.test"
+API_KEY = "sk-contract-test-key-0123456789"
+
+
+@dataclass(frozen=True)
+class Fixture:
+    api: str
+    name: str
+    body: bytes
+    meta: dict[str, Any]
+
+    @property
+    def expect(self) -> dict[str, Any]:
+        return dict(self.meta.get("expect") or {})
+
+    @property
+    def headers(self) -> dict[str, str]:
+        headers = dict(self.meta.get("headers") or {})
+        headers.setdefault("content-type", "text/event-stream")
+        return headers
+
+    def __repr__(self) -> str:  # shows in pytest ids and failures
+        return f"{self.api}/{self.name}"
+
+
+def load_fixtures(api: str) -> list[Fixture]:
+    folder = FIXTURES / api
+    if not folder.is_dir():
+        return []
+    out = []
+    for body in sorted(folder.glob("*.body")):
+        meta_path = body.with_suffix(".json")
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        out.append(Fixture(api, body.stem, body.read_bytes(), meta))
+    return out
+
+
+def contract_model(api: str) -> Model:
+    return Model(
+        id="contract-model", name="contract", api=api, provider="contract", base_url=BASE_URL,
+        reasoning=True, input=["text", "image"],
+    )
+
+
+def contract_context() -> Context:
+    return Context(system_prompt="Be brief.", messages=[UserMessage(content="Hello")])
+
+
+def options(**overrides: Any) -> StreamOptions:
+    base: dict[str, Any] = {"api_key": API_KEY, "max_retries": 0, "retry_backoff": 0.001}
+    base.update(overrides)
+    return StreamOptions(**base)
+
+
+# --- bodies and chunkings ---------------------------------------------------------------
+
+
+def whole(body: bytes) -> list[bytes]:
+    return [body]
+
+
+def one_byte(body: bytes) -> list[bytes]:
+    return [body[i : i + 1] for i in range(len(body))]
+
+
+def split_at(body: bytes, cuts: Iterable[int]) -> list[bytes]:
+    points = sorted({c for c in cuts if 0 < c < len(body)})
+    edges = [0, *points, len(body)]
+    return [body[a:b] for a, b in zip(edges, edges[1:]) if b > a]
+
+
+def crlf(body: bytes) -> bytes:
+    return body.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+
+
+async def chunk_stream(chunks: Sequence[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+def sse_response(
+    chunks: Sequence[bytes] | Callable[[], AsyncIterator[bytes]],
+    *,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    stream = chunks() if callable(chunks) else chunk_stream(chunks)
+    return httpx.Response(
+        status, headers=headers or {"content-type": "text/event-stream"}, content=stream
+    )
+
+
+# --- running a provider -----------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    events: list[AssistantStreamEvent]
+    message: AssistantMessage
+    calls: int
+    requests: list[httpx.Request]
+
+
+async def run_provider(
+    api: str,
+    responses: Sequence[httpx.Response] | Callable[[httpx.Request], Any],
+    *,
+    context: Context | None = None,
+    opts: StreamOptions | None = None,
+) -> Run:
+    """Stream one message with the vendor replaced by `responses` (one per attempt)."""
+    model = contract_model(api)
+    with respx.mock(assert_all_called=False, assert_all_mocked=True) as mock:
+        side_effect: Any = responses if callable(responses) else list(responses)
+        route = mock.route(host="contract.test").mock(side_effect=side_effect)
+        events: list[AssistantStreamEvent] = []
+        async with stream_core.stream(model, context or contract_context(), opts or options()) as s:
+            async for event in s:
+                events.append(event)
+            message = await s.result()
+        return Run(events, message, route.call_count, [c.request for c in route.calls])
+
+
+def replay(fixture: Fixture, chunks: Sequence[bytes], **option_overrides: Any) -> Run:
+    response = sse_response(chunks, status=int(fixture.meta.get("status") or 200),
+                            headers=fixture.headers)
+
+    async def main() -> Run:
+        return await run_provider(fixture.api, [response], opts=options(**option_overrides))
+
+    return anyio.run(main)
+
+
+# --- expect -------------------------------------------------------------------------------
+
+
+def check_expect(message: AssistantMessage, expect: dict[str, Any]) -> None:
+    """Compare a final message with a fixture's `expect` (fixtures/INDEX.md, "Reading expect")."""
+    if "stop_reason" in expect:
+        assert message.stop_reason == expect["stop_reason"], (
+            f"stop_reason {message.stop_reason!r} (error: {message.error}), "
+            f"expected {expect['stop_reason']!r}"
+        )
+    if "raw_stop_reason" in expect:
+        assert message.raw_stop_reason == expect["raw_stop_reason"]
+    if "error_kind" in expect:
+        assert message.error is not None, "expected an error"
+        assert message.error.kind == expect["error_kind"], message.error
+    usage = message.usage.model_dump()
+    for key, value in (expect.get("usage") or {}).items():
+        assert usage[key] == value, f"usage.{key} = {usage[key]}, expected {value}"
+    if "content" in expect:
+        got = [_summary(b) for b in message.content]
+        want = expect["content"]
+        if expect.get("content_partial"):
+            _assert_subsequence(got, want)
+        else:
+            assert len(got) == len(want), f"{len(got)} blocks, expected {len(want)}: {got}"
+            for i, (g, w) in enumerate(zip(got, want)):
+                _assert_block(i, g, w)
+
+
+def _summary(block: TextContent | ThinkingContent | ToolCall) -> dict[str, Any]:
+    if isinstance(block, TextContent):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ThinkingContent):
+        return {"type": "thinking", "text": block.thinking, "redacted": block.redacted}
+    return {"type": "tool_call", "id": block.id, "name": block.name,
+            "arguments": block.arguments, "truncated": block.truncated}
+
+
+def _matches(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    try:
+        _assert_block(0, got, want)
+    except AssertionError:
+        return False
+    return True
+
+
+def _assert_block(i: int, got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert got["type"] == want["type"], f"block {i}: {got['type']}, expected {want['type']}"
+    if want["type"] in ("text", "thinking"):
+        if "text" in want:
+            assert got["text"] == want["text"], f"block {i}: text differs"
+        return
+    for key in ("id", "name"):
+        if key in want:
+            assert got[key] == want[key], f"block {i}: {key} {got[key]!r}, expected {want[key]!r}"
+    if want.get("truncated"):
+        assert got["truncated"], f"block {i}: tool call should be truncated"
+    else:
+        assert not got["truncated"], f"block {i}: tool call unexpectedly truncated"
+        if "arguments" in want:
+            assert got["arguments"] == want["arguments"], f"block {i}: arguments differ"
+
+
+def _assert_subsequence(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    pos = 0
+    for w in want:
+        while pos < len(got) and not _matches(got[pos], w):
+            pos += 1
+        assert pos < len(got), f"expected block {w} not found in order in {got}"
+        pos += 1

@@ -1,0 +1,74 @@
+"""Every registered provider over every recording of its API (CONTRACT 2, 5, 6).
+
+Each case is replayed whole, one byte at a time, with CRLF line ends and in
+hypothesis-chosen splits; every replay must pass the grammar and give the same message,
+which must match the recording's `expect`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stream_core
+from contract_tests.grammar import assert_valid_event_stream
+from contract_tests.kit import (
+    Fixture,
+    check_expect,
+    crlf,
+    load_fixtures,
+    one_byte,
+    replay,
+    split_at,
+    whole,
+)
+
+CASES = [f for entry in stream_core.list_providers() for f in load_fixtures(entry.api)]
+
+
+def test_every_provider_has_recordings() -> None:
+    """If this fails: add `contract_tests/fixtures/<api>/` with at least one case."""
+    missing = [e.api for e in stream_core.list_providers() if not load_fixtures(e.api)]
+    assert not missing, f"providers without fixtures: {missing}"
+
+
+def _signature(fixture: Fixture, chunks: list[bytes]) -> dict:
+    run = replay(fixture, chunks)
+    assert_valid_event_stream(run.events)
+    check_expect(run.message, fixture.expect)
+    return run.message.model_dump(exclude={"timestamp"})
+
+
+@pytest.mark.parametrize("fixture", CASES, ids=repr)
+def test_recording_whole(fixture: Fixture) -> None:
+    """If this fails: the provider's mapping of this vendor stream is off (see the diff)."""
+    _signature(fixture, whole(fixture.body))
+
+
+@pytest.mark.parametrize("fixture", CASES, ids=repr)
+def test_recording_one_byte_chunks(fixture: Fixture) -> None:
+    """If this fails: state is lost across chunk boundaries (lines, UTF-8, events)."""
+    assert _signature(fixture, one_byte(fixture.body)) == _signature(fixture, whole(fixture.body))
+
+
+@pytest.mark.parametrize("fixture", CASES, ids=repr)
+def test_recording_crlf(fixture: Fixture) -> None:
+    """If this fails: lines are split on LF only; SSE allows CRLF and CR."""
+    converted = Fixture(fixture.api, fixture.name, crlf(fixture.body), fixture.meta)
+    assert _signature(converted, whole(converted.body)) == _signature(fixture, whole(fixture.body))
+
+
+@pytest.mark.parametrize("fixture", CASES, ids=repr)
+def test_recording_random_splits(fixture: Fixture) -> None:
+    """If this fails: some split of the body changes the events (hypothesis shows which)."""
+    expected = _signature(fixture, whole(fixture.body))
+    size = len(fixture.body)
+
+    @settings(max_examples=8, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(st.integers(min_value=1, max_value=max(1, size - 1)), max_size=40))
+    def check(cuts: list[int]) -> None:
+        assert _signature(fixture, split_at(fixture.body, cuts)) == expected
+
+    check()
