@@ -384,7 +384,10 @@ class AssistantStream:
         events = self._decoder.decode(chunk) if chunk is not None else self._decoder.flush()
         asm = self._asm
         for sse in events:
-            translate(sse.event, sse.data)
+            data = sse.data
+            if not data:
+                continue  # no data lines: nothing to dispatch (SSE spec), e.g. a lone `retry:`
+            translate(sse.event, data)
             if asm.finished:
                 await self._finish(None)
                 return
