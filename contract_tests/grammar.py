@@ -19,10 +19,14 @@ from stream_core import (
 )
 
 _KIND = {
-    "text_start": ("text", "start"), "text_delta": ("text", "delta"), "text_end": ("text", "end"),
-    "thinking_start": ("thinking", "start"), "thinking_delta": ("thinking", "delta"),
+    "text_start": ("text", "start"),
+    "text_delta": ("text", "delta"),
+    "text_end": ("text", "end"),
+    "thinking_start": ("thinking", "start"),
+    "thinking_delta": ("thinking", "delta"),
     "thinking_end": ("thinking", "end"),
-    "toolcall_start": ("toolcall", "start"), "toolcall_delta": ("toolcall", "delta"),
+    "toolcall_start": ("toolcall", "start"),
+    "toolcall_delta": ("toolcall", "delta"),
     "toolcall_end": ("toolcall", "end"),
 }
 _BLOCK_TYPE = {"text": TextContent, "thinking": ThinkingContent, "toolcall": ToolCall}
@@ -30,8 +34,12 @@ _BLOCK_TYPE = {"text": TextContent, "thinking": ThinkingContent, "toolcall": Too
 
 def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
     assert events, "rule: a stream has events (got none)"
-    assert isinstance(events[0], MessageStart), f"event 0: first event must be message_start, got {events[0].type}"
-    assert isinstance(events[-1], MessageEnd), f"event {len(events) - 1}: last event must be message_end, got {events[-1].type}"
+    assert isinstance(events[0], MessageStart), (
+        f"event 0: first event must be message_start, got {events[0].type}"
+    )
+    assert isinstance(events[-1], MessageEnd), (
+        f"event {len(events) - 1}: last event must be message_end, got {events[-1].type}"
+    )
     message = events[-1].message
     state: dict[int, str] = {}  # content_index -> "open" | "ended"
     kinds: dict[int, str] = {}
@@ -69,12 +77,18 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
         f"rule: message.content has {len(message.content)} blocks, {next_index} were started"
     )
     for idx, block in enumerate(message.content):
-        assert isinstance(block, _BLOCK_TYPE[kinds[idx]]), f"block {idx}: {type(block).__name__} started as {kinds[idx]}"
+        assert isinstance(block, _BLOCK_TYPE[kinds[idx]]), (
+            f"block {idx}: {type(block).__name__} started as {kinds[idx]}"
+        )
         joined = "".join(texts[idx])
         if isinstance(block, TextContent):
-            assert joined == block.text, f"block {idx}: text deltas do not concatenate to the final text"
+            assert joined == block.text, (
+                f"block {idx}: text deltas do not concatenate to the final text"
+            )
         elif isinstance(block, ThinkingContent):
-            assert joined == block.thinking, f"block {idx}: thinking deltas do not concatenate to the final thinking"
+            assert joined == block.thinking, (
+                f"block {idx}: thinking deltas do not concatenate to the final thinking"
+            )
         else:
             _check_arguments(idx, block, joined)
 
@@ -85,6 +99,10 @@ def _check_arguments(idx: int, block: ToolCall, joined: str) -> None:
     try:
         parsed: Any = parse_arguments(joined)
     except ArgumentsError:
-        assert block.truncated, f"block {idx}: tool call with invalid JSON arguments must be truncated"
+        assert block.truncated, (
+            f"block {idx}: tool call with invalid JSON arguments must be truncated"
+        )
         return
-    assert parsed == block.arguments, f"block {idx}: toolcall deltas do not concatenate to the final arguments"
+    assert parsed == block.arguments, (
+        f"block {idx}: toolcall deltas do not concatenate to the final arguments"
+    )

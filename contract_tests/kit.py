@@ -65,8 +65,13 @@ def load_fixtures(api: str) -> list[Fixture]:
 
 def contract_model(api: str) -> Model:
     return Model(
-        id="contract-model", name="contract", api=api, provider="contract", base_url=BASE_URL,
-        reasoning=True, input=["text", "image"],
+        id="contract-model",
+        name="contract",
+        api=api,
+        provider="contract",
+        base_url=BASE_URL,
+        reasoning=True,
+        input=["text", "image"],
     )
 
 
@@ -94,7 +99,7 @@ def one_byte(body: bytes) -> list[bytes]:
 def split_at(body: bytes, cuts: Iterable[int]) -> list[bytes]:
     points = sorted({c for c in cuts if 0 < c < len(body)})
     edges = [0, *points, len(body)]
-    return [body[a:b] for a, b in zip(edges, edges[1:]) if b > a]
+    return [body[a:b] for a, b in zip(edges, edges[1:], strict=False) if b > a]
 
 
 def crlf(body: bytes) -> bytes:
@@ -150,8 +155,9 @@ async def run_provider(
 
 
 def replay(fixture: Fixture, chunks: Sequence[bytes], **option_overrides: Any) -> Run:
-    response = sse_response(chunks, status=int(fixture.meta.get("status") or 200),
-                            headers=fixture.headers)
+    response = sse_response(
+        chunks, status=int(fixture.meta.get("status") or 200), headers=fixture.headers
+    )
 
     async def main() -> Run:
         return await run_provider(fixture.api, [response], opts=options(**option_overrides))
@@ -184,7 +190,7 @@ def check_expect(message: AssistantMessage, expect: dict[str, Any]) -> None:
             _assert_subsequence(got, want)
         else:
             assert len(got) == len(want), f"{len(got)} blocks, expected {len(want)}: {got}"
-            for i, (g, w) in enumerate(zip(got, want)):
+            for i, (g, w) in enumerate(zip(got, want, strict=False)):
                 _assert_block(i, g, w)
 
 
@@ -193,8 +199,13 @@ def _summary(block: TextContent | ThinkingContent | ToolCall) -> dict[str, Any]:
         return {"type": "text", "text": block.text}
     if isinstance(block, ThinkingContent):
         return {"type": "thinking", "text": block.thinking, "redacted": block.redacted}
-    return {"type": "tool_call", "id": block.id, "name": block.name,
-            "arguments": block.arguments, "truncated": block.truncated}
+    return {
+        "type": "tool_call",
+        "id": block.id,
+        "name": block.name,
+        "arguments": block.arguments,
+        "truncated": block.truncated,
+    }
 
 
 def _matches(got: dict[str, Any], want: dict[str, Any]) -> bool:

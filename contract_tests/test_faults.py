@@ -44,8 +44,10 @@ APIS = [entry.api for entry in stream_core.list_providers()]
 def _text_case(api: str) -> Fixture:
     """The smallest recording that ends normally with only text."""
     cases = [
-        f for f in load_fixtures(api)
-        if f.expect.get("stop_reason") == "stop" and not f.expect.get("content_partial")
+        f
+        for f in load_fixtures(api)
+        if f.expect.get("stop_reason") == "stop"
+        and not f.expect.get("content_partial")
         and f.expect.get("content")
         and all(b["type"] == "text" for b in f.expect["content"])
     ]
@@ -73,8 +75,9 @@ def _ok(api: str) -> httpx.Response:
 
 def _error_response(status: int, vendor_type: str, message: str, **headers: str) -> httpx.Response:
     body = json.dumps({"type": "error", "error": {"type": vendor_type, "message": message}})
-    return httpx.Response(status, headers={"content-type": "application/json", **headers},
-                          content=body.encode())
+    return httpx.Response(
+        status, headers={"content-type": "application/json", **headers}, content=body.encode()
+    )
 
 
 def _full_text(api: str) -> str:
@@ -87,9 +90,15 @@ def _full_text(api: str) -> str:
 @pytest.mark.parametrize("api", APIS)
 def test_http_400_context_overflow(api: str) -> None:
     """If this fails: an over-long prompt must be kind context_overflow, not retried."""
-    run = _run(api, [_error_response(400, "invalid_request_error",
-                                     "prompt is too long: 215000 tokens > 200000 maximum")],
-               max_retries=2)
+    run = _run(
+        api,
+        [
+            _error_response(
+                400, "invalid_request_error", "prompt is too long: 215000 tokens > 200000 maximum"
+            )
+        ],
+        max_retries=2,
+    )
     assert_valid_event_stream(run.events)
     assert run.message.stop_reason == "error"
     assert run.message.error is not None
@@ -102,8 +111,11 @@ def test_http_400_context_overflow(api: str) -> None:
 @pytest.mark.parametrize("api", APIS)
 def test_http_401_auth_and_no_secret_in_error(api: str) -> None:
     """If this fails: a bad key must be kind auth, and the key must never be echoed."""
-    run = _run(api, [_error_response(401, "authentication_error",
-                                     f"invalid x-api-key: {API_KEY}")], max_retries=2)
+    run = _run(
+        api,
+        [_error_response(401, "authentication_error", f"invalid x-api-key: {API_KEY}")],
+        max_retries=2,
+    )
     error = run.message.error
     assert error is not None and error.kind == "auth" and error.status_code == 401
     assert API_KEY not in error.message and API_KEY[:12] not in error.message
@@ -121,8 +133,14 @@ def test_http_404_not_found(api: str) -> None:
 @pytest.mark.parametrize("api", APIS)
 def test_429_with_retry_after_is_retried_then_succeeds(api: str) -> None:
     """If this fails: a 429 before any content must be retried, honouring retry-after."""
-    run = _run(api, [_error_response(429, "rate_limit_error", "slow down", **{"retry-after-ms": "5"}),
-                     _ok(api)], max_retries=2)
+    run = _run(
+        api,
+        [
+            _error_response(429, "rate_limit_error", "slow down", **{"retry-after-ms": "5"}),
+            _ok(api),
+        ],
+        max_retries=2,
+    )
     assert run.calls == 2
     assert_valid_event_stream(run.events)
     check_expect(run.message, _text_case(api).expect)
@@ -131,8 +149,12 @@ def test_429_with_retry_after_is_retried_then_succeeds(api: str) -> None:
 @pytest.mark.parametrize("api", APIS)
 def test_429_retry_after_over_the_cap_fails_at_once(api: str) -> None:
     """If this fails: a wait longer than max_retry_delay must fail now, with retry_after."""
-    run = _run(api, [_error_response(429, "rate_limit_error", "slow down", **{"retry-after": "120"}),
-                     _ok(api)], max_retries=2, max_retry_delay=1.0)
+    run = _run(
+        api,
+        [_error_response(429, "rate_limit_error", "slow down", **{"retry-after": "120"}), _ok(api)],
+        max_retries=2,
+        max_retry_delay=1.0,
+    )
     assert run.calls == 1
     error = run.message.error
     assert error is not None and error.kind == "rate_limit"
@@ -141,9 +163,15 @@ def test_429_retry_after_over_the_cap_fails_at_once(api: str) -> None:
 
 @pytest.mark.parametrize("api", APIS)
 def test_500_and_529_are_retried(api: str) -> None:
-    run = _run(api, [_error_response(500, "api_error", "boom"),
-                     _error_response(529, "overloaded_error", "Overloaded"), _ok(api)],
-               max_retries=2)
+    run = _run(
+        api,
+        [
+            _error_response(500, "api_error", "boom"),
+            _error_response(529, "overloaded_error", "Overloaded"),
+            _ok(api),
+        ],
+        max_retries=2,
+    )
     assert run.calls == 3
     check_expect(run.message, _text_case(api).expect)
 
@@ -167,8 +195,12 @@ def test_connection_error_is_retried(api: str) -> None:
 def test_missing_api_key_is_an_event_not_an_exception(api: str, monkeypatch: Any) -> None:
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CONTRACT_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-    model = stream_core.Model(id="m", api=api, provider="openai" if "openai" in api else "anthropic",
-                              base_url="https://contract.test")
+    model = stream_core.Model(
+        id="m",
+        api=api,
+        provider="openai" if "openai" in api else "anthropic",
+        base_url="https://contract.test",
+    )
 
     async def main() -> stream_core.AssistantMessage:
         s = stream_core.stream(model, {"messages": [{"role": "user", "content": "hi"}]})
@@ -217,9 +249,11 @@ def test_unknown_events_and_comments_are_ignored(api: str) -> None:
     """If this fails: a vendor adding an event type would break every client."""
     case = _text_case(api)
     events = _events(case.body)
-    extra = (b": keep-alive\n\n"
-             b"event: vendor_future_event\ndata: {\"type\":\"vendor_future_event\",\"x\":[1]}\n\n"
-             b"retry: 3000\n\n")
+    extra = (
+        b": keep-alive\n\n"
+        b'event: vendor_future_event\ndata: {"type":"vendor_future_event","x":[1]}\n\n'
+        b"retry: 3000\n\n"
+    )
     body = b"".join(events[:2]) + extra + b"".join(events[2:])
     run = _run(api, [sse_response([body])])
     assert_valid_event_stream(run.events)
@@ -277,7 +311,9 @@ class _Body:
 def test_cancel_mid_stream(api: str, how: str) -> None:
     """If this fails: cancelling must close the response and end `aborted`, content kept."""
     body = _Body(_text_case(api).body)
-    model = stream_core.Model(id="m", api=api, provider="contract", base_url="https://contract.test")
+    model = stream_core.Model(
+        id="m", api=api, provider="contract", base_url="https://contract.test"
+    )
     cancel = anyio.Event()
     events: list[Any] = []
 
@@ -287,8 +323,9 @@ def test_cancel_mid_stream(api: str, how: str) -> None:
         with respx.mock() as mock, anyio.fail_after(20):
             mock.route(host="contract.test").mock(return_value=sse_response(body))
             opts = options(cancel=cancel)
-            async with stream_core.stream(model, {"messages": [{"role": "user", "content": "hi"}]},
-                                          opts) as s:
+            async with stream_core.stream(
+                model, {"messages": [{"role": "user", "content": "hi"}]}, opts
+            ) as s:
                 async for event in s:
                     events.append(event)
                     if isinstance(event, MessageUpdate) and isinstance(event.delta, TextDelta):
@@ -313,7 +350,9 @@ def test_cancel_mid_stream(api: str, how: str) -> None:
 @pytest.mark.parametrize("api", APIS)
 def test_caller_cancel_scope_propagates_and_closes(api: str) -> None:
     body = _Body(_text_case(api).body)
-    model = stream_core.Model(id="m", api=api, provider="contract", base_url="https://contract.test")
+    model = stream_core.Model(
+        id="m", api=api, provider="contract", base_url="https://contract.test"
+    )
     holder: list[stream_core.AssistantStream] = []
 
     async def main() -> None:
@@ -322,8 +361,9 @@ def test_caller_cancel_scope_propagates_and_closes(api: str) -> None:
         with respx.mock() as mock:
             mock.route(host="contract.test").mock(return_value=sse_response(body))
             with anyio.move_on_after(0.3):
-                s = stream_core.stream(model, {"messages": [{"role": "user", "content": "hi"}]},
-                                       options())
+                s = stream_core.stream(
+                    model, {"messages": [{"role": "user", "content": "hi"}]}, options()
+                )
                 holder.append(s)
                 async for _ in s:
                     pass
@@ -338,7 +378,9 @@ def test_caller_cancel_scope_propagates_and_closes(api: str) -> None:
 
 def _length_tool_cases() -> list[Fixture]:
     return [
-        f for api in APIS for f in load_fixtures(api)
+        f
+        for api in APIS
+        for f in load_fixtures(api)
         if f.expect.get("stop_reason") == "length"
         and any(b.get("truncated") for b in f.expect.get("content", []))
     ]

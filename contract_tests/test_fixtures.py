@@ -65,8 +65,12 @@ def test_recording_random_splits(fixture: Fixture) -> None:
     expected = _signature(fixture, whole(fixture.body))
     size = len(fixture.body)
 
-    @settings(max_examples=8, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=8,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(st.lists(st.integers(min_value=1, max_value=max(1, size - 1)), max_size=40))
     def check(cuts: list[int]) -> None:
         assert _signature(fixture, split_at(fixture.body, cuts)) == expected

@@ -19,6 +19,7 @@ from stream_core import (
     ImageContent,
     Model,
     StopRule,
+    StreamFailure,
     StreamOptions,
     TextContent,
     ThinkingContent,
@@ -28,11 +29,13 @@ from stream_core import (
     UserMessage,
     WireAPI,
     WireRequest,
+    error_from_vendor,
+    id_normalizer,
+    parse_json,
+    prepare_messages,
+    vendor_error_fields,
 )
-from stream_core import error_from_vendor, id_normalizer, parse_json, prepare_messages
 from stream_core import sanitize_surrogates as clean
-from stream_core import vendor_error_fields
-from stream_core import StreamFailure
 
 API = "anthropic-messages"
 
@@ -107,8 +110,9 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             {"type": tool_choice} if isinstance(tool_choice, str) else tool_choice
         )
     headers = {"anthropic-version": _VERSION, "anthropic-beta": ",".join(betas)}
-    return WireRequest(url=model.base_url.rstrip("/") + "/v1/messages", payload=payload,
-                       headers=headers)
+    return WireRequest(
+        url=model.base_url.rstrip("/") + "/v1/messages", payload=payload, headers=headers
+    )
 
 
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
@@ -130,12 +134,14 @@ def _convert_messages(
     results: list[dict[str, Any]] = []
     for m in messages:
         if isinstance(m, ToolResultMessage):
-            results.append({
-                "type": "tool_result",
-                "tool_use_id": m.tool_call_id,
-                "content": _user_blocks(m.content, vision=vision) or "(no output)",
-                "is_error": m.is_error,
-            })
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call_id,
+                    "content": _user_blocks(m.content, vision=vision) or "(no output)",
+                    "is_error": m.is_error,
+                }
+            )
             continue
         if results:
             out.append({"role": "user", "content": results})
@@ -166,10 +172,12 @@ def _user_blocks(content: list[TextContent | ImageContent], *, vision: bool) -> 
             if b.text.strip():
                 blocks.append({"type": "text", "text": clean(b.text)})
         elif vision:
-            blocks.append({
-                "type": "image",
-                "source": {"type": "base64", "media_type": b.mime_type, "data": b.data},
-            })
+            blocks.append(
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": b.mime_type, "data": b.data},
+                }
+            )
         else:
             blocks.append({"type": "text", "text": "(image omitted: this model takes no images)"})
     return blocks
@@ -189,8 +197,9 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
                 continue
             elif b.signature:
                 # Same-model thinking goes back verbatim: the signature covers the text.
-                blocks.append({"type": "thinking", "thinking": b.thinking,
-                               "signature": b.signature})
+                blocks.append(
+                    {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
+                )
             else:
                 blocks.append({"type": "text", "text": clean(b.thinking)})
         elif isinstance(b, ToolCall):

@@ -102,21 +102,35 @@ class Compat:
 
 
 COMPAT: dict[str, Compat] = {
-    "openai": Compat(env="OPENAI_API_KEY", max_tokens_field="max_completion_tokens",
-                     developer_role=True, reasoning_effort=True),
-    "azure-openai": Compat(base_url="https://RESOURCE.openai.azure.com/openai/v1",
-                           env="AZURE_OPENAI_API_KEY", max_tokens_field="max_completion_tokens",
-                           developer_role=True, reasoning_effort=True, auth="api-key"),
-    "groq": Compat(base_url="https://api.groq.com/openai/v1", env="GROQ_API_KEY",
-                   max_tokens_field="max_completion_tokens"),
+    "openai": Compat(
+        env="OPENAI_API_KEY",
+        max_tokens_field="max_completion_tokens",
+        developer_role=True,
+        reasoning_effort=True,
+    ),
+    "azure-openai": Compat(
+        base_url="https://RESOURCE.openai.azure.com/openai/v1",
+        env="AZURE_OPENAI_API_KEY",
+        max_tokens_field="max_completion_tokens",
+        developer_role=True,
+        reasoning_effort=True,
+        auth="api-key",
+    ),
+    "groq": Compat(
+        base_url="https://api.groq.com/openai/v1",
+        env="GROQ_API_KEY",
+        max_tokens_field="max_completion_tokens",
+    ),
     "xai": Compat(base_url="https://api.x.ai/v1", env="XAI_API_KEY", reasoning_effort=True),
     "deepseek": Compat(base_url="https://api.deepseek.com", env="DEEPSEEK_API_KEY"),
     "openrouter": Compat(base_url="https://openrouter.ai/api/v1", env="OPENROUTER_API_KEY"),
-    "cerebras": Compat(base_url="https://api.cerebras.ai/v1", env="CEREBRAS_API_KEY",
-                       max_tokens_field="max_completion_tokens"),
+    "cerebras": Compat(
+        base_url="https://api.cerebras.ai/v1",
+        env="CEREBRAS_API_KEY",
+        max_tokens_field="max_completion_tokens",
+    ),
     "together": Compat(base_url="https://api.together.xyz/v1", env="TOGETHER_API_KEY"),
-    "fireworks": Compat(base_url="https://api.fireworks.ai/inference/v1",
-                        env="FIREWORKS_API_KEY"),
+    "fireworks": Compat(base_url="https://api.fireworks.ai/inference/v1", env="FIREWORKS_API_KEY"),
     "vllm": Compat(base_url="http://localhost:8000/v1", env="VLLM_API_KEY", key_required=False),
     "lmstudio": Compat(base_url="http://localhost:1234/v1", key_required=False),
     "llama.cpp": Compat(base_url="http://localhost:8080/v1", key_required=False),
@@ -152,9 +166,13 @@ def compat_for(model: Model) -> Compat:
     row = COMPAT.get(model.provider)
     if row is None:
         host = next((p for h, p in _HOSTS.items() if h in model.base_url), None)
-        row = COMPAT[host] if host else Compat(
-            env=re.sub(r"[^A-Z0-9]", "_", model.provider.upper()) + "_API_KEY",
-            key_required=False,
+        row = (
+            COMPAT[host]
+            if host
+            else Compat(
+                env=re.sub(r"[^A-Z0-9]", "_", model.provider.upper()) + "_API_KEY",
+                key_required=False,
+            )
         )
     known = {f.name for f in fields(Compat)}
     overrides = {k: v for k, v in model.compat.items() if k in known}
@@ -179,9 +197,14 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["temperature"] = options.temperature
     if context.tools:
         payload["tools"] = [
-            {"type": "function",
-             "function": {"name": t.name, "description": t.description,
-                          "parameters": t.parameters}}
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
             for t in context.tools
         ]
     if "tool_choice" in options.extra:
@@ -206,8 +229,15 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
     for m in messages:
         if not isinstance(m, ToolResultMessage) and pending_images:
             # Tool messages take text only: their images follow in one user message.
-            out.append({"role": "user", "content": [
-                {"type": "text", "text": "Attached image(s) from tool result:"}, *pending_images]})
+            out.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Attached image(s) from tool result:"},
+                        *pending_images,
+                    ],
+                }
+            )
             pending_images = []
         if isinstance(m, UserMessage):
             if isinstance(m.content, str):
@@ -228,14 +258,23 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
                     [b for b in m.content if isinstance(b, ImageContent)], vision=True
                 )
             has_image = any(isinstance(b, ImageContent) for b in m.content)
-            out.append({
-                "role": "tool",
-                "tool_call_id": m.tool_call_id,
-                "content": text or ("(see attached image)" if has_image else "(no output)"),
-            })
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": m.tool_call_id,
+                    "content": text or ("(see attached image)" if has_image else "(no output)"),
+                }
+            )
     if pending_images:
-        out.append({"role": "user", "content": [
-            {"type": "text", "text": "Attached image(s) from tool result:"}, *pending_images]})
+        out.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Attached image(s) from tool result:"},
+                    *pending_images,
+                ],
+            }
+        )
     return out
 
 
@@ -256,12 +295,17 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
 def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     # Same-model thinking has no wire form here (handoff already turned other models'
     # thinking into text); it is left out.
-    text = "\n\n".join(clean(b.text) for b in m.content
-                       if isinstance(b, TextContent) and b.text.strip())
+    text = "\n\n".join(
+        clean(b.text) for b in m.content if isinstance(b, TextContent) and b.text.strip()
+    )
     calls = [
-        {"id": b.id, "type": "function",
-         "function": {"name": b.name, "arguments": json.dumps(b.arguments, ensure_ascii=False)}}
-        for b in m.content if isinstance(b, ToolCall)
+        {
+            "id": b.id,
+            "type": "function",
+            "function": {"name": b.name, "arguments": json.dumps(b.arguments, ensure_ascii=False)},
+        }
+        for b in m.content
+        if isinstance(b, ToolCall)
     ]
     if not text and not calls:
         return None
@@ -291,10 +335,16 @@ def _translator(asm: Assembler) -> Translator:
             if usage:
                 _usage(asm, usage)
             vendor_type, message = vendor_error_fields(chunk)
-            code = (chunk.get("error") or {}).get("code") if isinstance(
-                chunk.get("error"), dict) else None
-            raise StreamFailure(error_from_vendor(
-                vendor_type, message, status=code if isinstance(code, int) else None))
+            code = (
+                (chunk.get("error") or {}).get("code")
+                if isinstance(chunk.get("error"), dict)
+                else None
+            )
+            raise StreamFailure(
+                error_from_vendor(
+                    vendor_type, message, status=code if isinstance(code, int) else None
+                )
+            )
         if asm.message.response_id is None:
             asm.message.response_id = chunk.get("id")
         choices = chunk.get("choices")

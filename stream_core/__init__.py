@@ -1,8 +1,8 @@
 """stream-core: one streaming interface to every major LLM vendor.
 
-    async with stream(model, context, options) as s:
-        async for event in s: ...
-        message = await s.result()
+async with stream(model, context, options) as s:
+    async for event in s: ...
+    message = await s.result()
 """
 
 from ._assembler import Assembler, StopRule, compute_cost

@@ -334,6 +334,9 @@ def compute_cost(model: Model, usage: Usage) -> Cost | None:
     if p.input is None or p.output is None:
         return None
     return Cost(
-        input=parts[0], output=parts[1], cache_read=parts[2], cache_write=parts[3],
+        input=parts[0],
+        output=parts[1],
+        cache_read=parts[2],
+        cache_write=parts[3],
         total=sum(parts),
     )

@@ -124,9 +124,7 @@ def error_from_status(
     status: int, message: str, *, vendor_type: str | None = None, retry_after: float | None = None
 ) -> StreamError:
     """The error for an HTTP status, refined by the vendor's error type and wording."""
-    kind: ErrorKind = STATUS_KINDS.get(
-        status, "server" if status >= 500 else "invalid_request"
-    )
+    kind: ErrorKind = STATUS_KINDS.get(status, "server" if status >= 500 else "invalid_request")
     if vendor_type and vendor_type in VENDOR_ERROR_KINDS and status < 500:
         kind = VENDOR_ERROR_KINDS[vendor_type]
     kind = _kind_with_overflow(kind, message)

@@ -9,7 +9,7 @@ Events are slotted dataclasses built once per vendor delta; `message` is the liv
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from ._types import AssistantMessage
 
@@ -90,17 +90,17 @@ class ToolCallEnd:
     type: Literal["toolcall_end"] = field(default="toolcall_end", init=False)
 
 
-Delta = Union[
-    TextStart,
-    TextDelta,
-    TextEnd,
-    ThinkingStart,
-    ThinkingDelta,
-    ThinkingEnd,
-    ToolCallStart,
-    ToolCallDelta,
-    ToolCallEnd,
-]
+Delta = (
+    TextStart
+    | TextDelta
+    | TextEnd
+    | ThinkingStart
+    | ThinkingDelta
+    | ThinkingEnd
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+)
 
 
 @dataclass(slots=True)
@@ -122,7 +122,7 @@ class MessageEnd:
     type: Literal["message_end"] = field(default="message_end", init=False)
 
 
-AssistantStreamEvent = Union[MessageStart, MessageUpdate, MessageEnd]
+AssistantStreamEvent = MessageStart | MessageUpdate | MessageEnd
 
 
 def event_to_json(event: AssistantStreamEvent) -> dict[str, Any]:

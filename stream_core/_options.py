@@ -67,8 +67,10 @@ class StreamOptions:
         shown = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if not f.repr or value == f.default or (
-                f.default_factory is not dataclasses.MISSING and value == f.default_factory()
+            if (
+                not f.repr
+                or value == f.default
+                or (f.default_factory is not dataclasses.MISSING and value == f.default_factory())
             ):
                 continue
             if f.name == "headers":

@@ -246,8 +246,10 @@ class AssistantStream:
         if api_key is None and wire.key_required(model):
             where = f"set {env} or pass" if env else "pass"
             raise StreamFailure(
-                StreamError(kind="auth", message=f"no API key for {model.provider}: {where} "
-                            "StreamOptions(api_key=...)")
+                StreamError(
+                    kind="auth",
+                    message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
+                )
             )
         if api_key:
             self._secrets = (api_key,)
@@ -285,7 +287,8 @@ class AssistantStream:
                 response = await self._guard(self._client.send(self._request, stream=True))
         except TimeoutError:
             return StreamError(
-                kind="timeout", retryable=True,
+                kind="timeout",
+                retryable=True,
                 message=f"no response within first_byte_timeout={first_byte}s",
             )
         except httpx.TimeoutException as exc:
@@ -367,13 +370,15 @@ class AssistantStream:
             chunk = None
         except TimeoutError:
             raise StreamFailure(
-                StreamError(kind="timeout", retryable=True,
-                            message=f"no data for idle_timeout={idle}s")
+                StreamError(
+                    kind="timeout", retryable=True, message=f"no data for idle_timeout={idle}s"
+                )
             ) from None
         except httpx.TransportError as exc:
             raise StreamFailure(
                 StreamError(
-                    kind="network", retryable=True,
+                    kind="network",
+                    retryable=True,
                     message=f"stream ended before {self._wire.terminal_event} "
                     f"({self._net_text(exc)})",
                 )
@@ -393,8 +398,11 @@ class AssistantStream:
                 return
         if chunk is None:
             raise StreamFailure(
-                StreamError(kind="network", retryable=True,
-                            message=f"stream ended before {self._wire.terminal_event}")
+                StreamError(
+                    kind="network",
+                    retryable=True,
+                    message=f"stream ended before {self._wire.terminal_event}",
+                )
             )
 
     async def _guard(self, awaitable: Awaitable[T]) -> T:

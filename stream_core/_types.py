@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import typing
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -87,10 +87,8 @@ class ToolCall(_Model):
         return parse_partial_json(self.partial_json) if self.partial_json else self.arguments
 
 
-AssistantContent = Annotated[
-    Union[TextContent, ThinkingContent, ToolCall], Field(discriminator="type")
-]
-UserContent = Annotated[Union[TextContent, ImageContent], Field(discriminator="type")]
+AssistantContent = Annotated[TextContent | ThinkingContent | ToolCall, Field(discriminator="type")]
+UserContent = Annotated[TextContent | ImageContent, Field(discriminator="type")]
 
 
 # --- usage and errors -------------------------------------------------------------------
@@ -194,9 +192,7 @@ class ToolResultMessage(_Model):
     timestamp: int = Field(default_factory=_now_ms)
 
 
-Message = Annotated[
-    Union[UserMessage, AssistantMessage, ToolResultMessage], Field(discriminator="role")
-]
+Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
 MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
@@ -207,9 +203,7 @@ MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 class Tool(_Model):
     name: str = Field(min_length=1)
     description: str = ""
-    parameters: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     """JSON Schema of the arguments object."""
 
     @classmethod
