@@ -364,12 +364,7 @@ def _translator(asm: Assembler) -> Translator:
 
 
 def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> None:
-    content = delta.get("content")
-    if content:
-        if asm.is_open(_THINKING):
-            asm.end(_THINKING)
-        asm.text(_TEXT, content)
-        return
+    # One delta may carry reasoning, text and tool calls together; they go in that order.
     for name in _REASONING_FIELDS:
         reasoning = delta.get(name)
         if reasoning:
@@ -377,6 +372,11 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
                 asm.end(_TEXT)
             asm.thinking(_THINKING, reasoning, signature=name)
             break
+    content = delta.get("content")
+    if content:
+        if asm.is_open(_THINKING):
+            asm.end(_THINKING)
+        asm.text(_TEXT, content)
     tool_calls = delta.get("tool_calls")
     if tool_calls:
         for tc in tool_calls:
@@ -396,7 +396,10 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
                 asm.end(_TEXT)
                 asm.end(_THINKING)
             fn = tc.get("function") or {}
-            asm.tool_call(key, fn.get("arguments") or "", id=call_id, name=fn.get("name"))
+            args = fn.get("arguments") or ""
+            if not isinstance(args, str):  # a server sending the arguments as an object
+                args = json.dumps(args, ensure_ascii=False)
+            asm.tool_call(key, args, id=call_id, name=fn.get("name"))
             last_tool[0] = key
 
 

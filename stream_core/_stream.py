@@ -438,6 +438,9 @@ class AssistantStream:
     async def _finish(self, error: StreamError | None) -> None:
         if self._state == _DONE:
             return
+        if self._state == _START:
+            # Closed before the first read: the sequence still opens with message_start.
+            self._queue.append(MessageStart(self.message))
         self._state = _DONE
         await self._close_response()
         if self._client is not None and self._options.client is None:
