@@ -374,9 +374,18 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
             break
     content = delta.get("content")
     if content:
-        if asm.is_open(_THINKING):
-            asm.end(_THINKING)
-        asm.text(_TEXT, content)
+        if isinstance(content, list):  # Mistral-style typed parts
+            _content_parts(asm, content)
+        else:
+            if asm.is_open(_THINKING):
+                asm.end(_THINKING)
+            asm.text(_TEXT, content)
+    refusal = delta.get("refusal")
+    if refusal:
+        # OpenAI puts a refusal in its own field and still says `stop`: kept as text, and
+        # the message ends as an error of kind refusal (CONTRACT 3.1).
+        asm.text(_TEXT, refusal)
+        asm.set_stop_reason(None, detail="refusal", rule="refusal")
     tool_calls = delta.get("tool_calls")
     if tool_calls:
         for tc in tool_calls:
@@ -401,6 +410,25 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
                 args = json.dumps(args, ensure_ascii=False)
             asm.tool_call(key, args, id=call_id, name=fn.get("name"))
             last_tool[0] = key
+
+
+def _content_parts(asm: Assembler, parts: list[Any]) -> None:
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "thinking":
+            inner = part.get("thinking")
+            text = (
+                "".join(p.get("text", "") for p in inner if isinstance(p, dict))
+                if isinstance(inner, list)
+                else str(inner or "")
+            )
+            if text:
+                asm.end(_TEXT)
+                asm.thinking(_THINKING, text, signature="thinking")
+        elif isinstance(part.get("text"), str) and part["text"]:
+            asm.end(_THINKING)
+            asm.text(_TEXT, part["text"])
 
 
 def _find(usage: dict[str, Any], paths: tuple[tuple[str, ...], ...]) -> int | None:

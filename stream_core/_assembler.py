@@ -80,6 +80,7 @@ class Assembler:
         self._stop_reasons = stop_reasons
         self._open: dict[Hashable, _Open] = {}
         self._stop_detail: str | None = None
+        self._stop_rule: StopRule | None = None
         self.finished = False
         """The vendor's terminal event arrived."""
         self.updated = False
@@ -199,11 +200,17 @@ class Assembler:
 
     # --- message-level facts ------------------------------------------------------------
 
-    def set_stop_reason(self, raw: str | None, *, detail: str | None = None) -> None:
+    def set_stop_reason(
+        self, raw: str | None, *, detail: str | None = None, rule: StopRule | None = None
+    ) -> None:
+        """Record the vendor's stop value (kept verbatim); `rule` overrides the table when
+        the vendor says more elsewhere (e.g. a refusal field next to `stop`)."""
         if raw is not None:
             self.message.raw_stop_reason = raw
         if detail:
             self._stop_detail = detail
+        if rule is not None:
+            self._stop_rule = rule
 
     def set_usage(
         self,
@@ -278,7 +285,9 @@ class Assembler:
         msg = self.message
         raw = msg.raw_stop_reason
         rule: StopRule = "stop"
-        if raw is not None:
+        if self._stop_rule is not None:
+            rule = self._stop_rule
+        elif raw is not None:
             found = self._stop_reasons.get(raw)
             if found is None:
                 if (msg.api, raw) not in _warned_unknown:
