@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
+
 from stream_core import (
     Assembler,
     AssistantMessage,
@@ -35,7 +37,6 @@ from stream_core import (
     prepare_messages,
     vendor_error_fields,
 )
-from stream_core import sanitize_surrogates as clean
 
 API = "anthropic-messages"
 
@@ -82,7 +83,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         "messages": _convert_messages(model, context, cache),
     }
     if context.system_prompt:
-        system: dict[str, Any] = {"type": "text", "text": clean(context.system_prompt)}
+        system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
         if cache:
             system["cache_control"] = cache
         payload["system"] = [system]
@@ -118,7 +119,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
     if options.cache_retention == "none":
         return None
-    if options.cache_retention == "long" and "api.anthropic.com" in model.base_url:
+    if options.cache_retention == "long" and httpx.URL(model.base_url).host == "api.anthropic.com":
         return {"type": "ephemeral", "ttl": "1h"}
     return {"type": "ephemeral"}
 
@@ -148,7 +149,7 @@ def _convert_messages(
             results = []
         if isinstance(m, UserMessage):
             if isinstance(m.content, str):
-                blocks = [{"type": "text", "text": clean(m.content)}] if m.content.strip() else []
+                blocks = [{"type": "text", "text": m.content}] if m.content.strip() else []
             else:
                 blocks = _user_blocks(m.content, vision=vision)
             if blocks:
@@ -170,7 +171,7 @@ def _user_blocks(content: list[TextContent | ImageContent], *, vision: bool) -> 
     for b in content:
         if isinstance(b, TextContent):
             if b.text.strip():
-                blocks.append({"type": "text", "text": clean(b.text)})
+                blocks.append({"type": "text", "text": b.text})
         elif vision:
             blocks.append(
                 {
@@ -188,7 +189,7 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
     for b in m.content:
         if isinstance(b, TextContent):
             if b.text.strip():
-                blocks.append({"type": "text", "text": clean(b.text)})
+                blocks.append({"type": "text", "text": b.text})
         elif isinstance(b, ThinkingContent):
             if b.redacted:
                 if b.signature:
@@ -201,7 +202,7 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
                     {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
                 )
             else:
-                blocks.append({"type": "text", "text": clean(b.thinking)})
+                blocks.append({"type": "text", "text": b.thinking})
         elif isinstance(b, ToolCall):
             blocks.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.arguments})
     return blocks

@@ -41,7 +41,6 @@ from stream_core import (
     prepare_messages,
     vendor_error_fields,
 )
-from stream_core import sanitize_surrogates as clean
 
 API = "openai-completions"
 
@@ -221,7 +220,7 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
     out: list[dict[str, Any]] = []
     if context.system_prompt:
         role = "developer" if model.reasoning and compat.developer_role else "system"
-        out.append({"role": role, "content": clean(context.system_prompt)})
+        out.append({"role": role, "content": context.system_prompt})
     messages = prepare_messages(
         context, api=API, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
     )
@@ -242,7 +241,7 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
         if isinstance(m, UserMessage):
             if isinstance(m.content, str):
                 if m.content.strip():
-                    out.append({"role": "user", "content": clean(m.content)})
+                    out.append({"role": "user", "content": m.content})
             else:
                 parts = _user_parts(m.content, vision=vision)
                 if parts:
@@ -252,7 +251,7 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
             if converted is not None:
                 out.append(converted)
         else:
-            text = "\n".join(clean(b.text) for b in m.content if isinstance(b, TextContent))
+            text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
             if vision:
                 pending_images += _user_parts(
                     [b for b in m.content if isinstance(b, ImageContent)], vision=True
@@ -283,7 +282,7 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
     for b in content:
         if isinstance(b, TextContent):
             if b.text.strip():
-                parts.append({"type": "text", "text": clean(b.text)})
+                parts.append({"type": "text", "text": b.text})
         elif vision:
             url = f"data:{b.mime_type};base64,{b.data}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
@@ -295,9 +294,7 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
 def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     # Same-model thinking has no wire form here (handoff already turned other models'
     # thinking into text); it is left out.
-    text = "\n\n".join(
-        clean(b.text) for b in m.content if isinstance(b, TextContent) and b.text.strip()
-    )
+    text = "\n\n".join(b.text for b in m.content if isinstance(b, TextContent) and b.text.strip())
     calls = [
         {
             "id": b.id,

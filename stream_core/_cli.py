@@ -166,13 +166,13 @@ class Renderer:
         # A length stop marks calls truncated only when the message settles, which can be
         # after their toolcall_end was drawn: flag those here.
         late = [
-            (i, b) for i, b in enumerate(message.content)
+            (i, b)
+            for i, b in enumerate(message.content)
             if isinstance(b, ToolCall) and b.truncated and i not in self._flagged
         ]
         why = "cut by the output limit" if message.stop_reason == "length" else "incomplete"
         for i, call in late:
-            self._line(f"tool call {call.name or '?'} #{i} TRUNCATED ({why}); do not execute",
-                       _RED)
+            self._line(f"tool call {call.name or '?'} #{i} TRUNCATED ({why}); do not execute", _RED)
         error = message.error
         if error is not None:
             self._blank()
@@ -292,7 +292,10 @@ async def _consume(
 
 
 def _mock_client(
-    body: bytes, chunk_size: int | None, *, status: int = 200,
+    body: bytes,
+    chunk_size: int | None,
+    *,
+    status: int = 200,
     headers: Mapping[str, str] | None = None,
 ) -> httpx.AsyncClient:
     """A client whose every request gets `body` back, streamed in `chunk_size` pieces."""
@@ -311,8 +314,15 @@ def _mock_client(
 
 
 async def _replay(
-    model: Model, context: Context, body: bytes, *, api_key: str, sink: EventSink,
-    chunk_size: int | None = None, status: int = 200, headers: Mapping[str, str] | None = None,
+    model: Model,
+    context: Context,
+    body: bytes,
+    *,
+    api_key: str,
+    sink: EventSink,
+    chunk_size: int | None = None,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
     pace: float = 0.0,
 ) -> AssistantMessage:
     async with _mock_client(body, chunk_size, status=status, headers=headers) as client:
@@ -348,23 +358,37 @@ _DEMO: tuple[_Recording, ...] = (
     _Recording(
         "anthropic-thinking-tool.body",
         "Anthropic Messages: thinking, then text, then a streamed tool call",
-        "anthropic", "claude-sonnet-4-5",
+        "anthropic",
+        "claude-sonnet-4-5",
         "Should I take an umbrella in Paris tomorrow?",
-        (_tool("get_forecast", "Weather forecast for a city", city="string", country="string",
-               day="string", fields="array", units="string"),),
+        (
+            _tool(
+                "get_forecast",
+                "Weather forecast for a city",
+                city="string",
+                country="string",
+                day="string",
+                fields="array",
+                units="string",
+            ),
+        ),
     ),
     _Recording(
         "openai-parallel-tools.body",
         "OpenAI Chat Completions: two parallel tool calls, fragments interleaved",
-        "openai", "gpt-4.1-mini",
+        "openai",
+        "gpt-4.1-mini",
         "What's the weather in Paris, and what time is it there?",
-        (_tool("get_weather", "Current weather in a city", city="string"),
-         _tool("get_time", "Current time in a time zone", tz="string")),
+        (
+            _tool("get_weather", "Current weather in a city", city="string"),
+            _tool("get_time", "Current time in a time zone", tz="string"),
+        ),
     ),
     _Recording(
         "anthropic-overloaded.body",
         "Anthropic Messages: the vendor overloads mid-answer",
-        "anthropic", "claude-sonnet-4-5",
+        "anthropic",
+        "claude-sonnet-4-5",
         "Write me a long explanation of server-sent events.",
     ),
 )
@@ -382,15 +406,24 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     def style(code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if renderer.color else text
 
-    out.write(style(_DIM, "Three recorded vendor streams, replayed offline through the real "
-                          "provider code (no network, no API key).") + "\n")
+    out.write(
+        style(
+            _DIM,
+            "Three recorded vendor streams, replayed offline through the real "
+            "provider code (no network, no API key).",
+        )
+        + "\n"
+    )
     for n, rec in enumerate(_DEMO, 1):
         model = get_model(rec.provider, rec.model_id)
-        context = Context(messages=[UserMessage(content=rec.prompt)],
-                          tools=list(rec.tools) or None)
+        context = Context(messages=[UserMessage(content=rec.prompt)], tools=list(rec.tools) or None)
         out.write(f"\n{style(_BOLD, f'=== {n}/{len(_DEMO)} {rec.title}')}\n")
-        out.write(style(_DIM, f"model {rec.provider}/{rec.model_id}, recording "
-                              f"stream_core/demo/{rec.file}") + "\n")
+        out.write(
+            style(
+                _DIM, f"model {rec.provider}/{rec.model_id}, recording stream_core/demo/{rec.file}"
+            )
+            + "\n"
+        )
         out.write(f"{style(_CYAN, 'you:')} {rec.prompt}\n\n")
         out.flush()
         anyio.run(_demo_one, model, context, demo_body(rec.file), renderer, speed)
@@ -402,8 +435,15 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 async def _demo_one(
     model: Model, context: Context, body: bytes, renderer: Renderer, speed: float
 ) -> None:
-    await _replay(model, context, body, api_key="demo-key-not-sent-anywhere", sink=renderer,
-                  chunk_size=64, pace=speed)
+    await _replay(
+        model,
+        context,
+        body,
+        api_key="demo-key-not-sent-anywhere",
+        sink=renderer,
+        chunk_size=64,
+        pace=speed,
+    )
 
 
 # --- replay ---------------------------------------------------------------------------------
@@ -429,23 +469,31 @@ def _cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     api = args.api or meta.get("api")
     if not isinstance(api, str) or not api:
         return _usage_error(
-            err, f"which wire API recorded {path.name}? pass --api (e.g. --api "
-                 f"anthropic-messages) or put an \"api\" key in {sidecar.name}"
+            err,
+            f"which wire API recorded {path.name}? pass --api (e.g. --api "
+            f'anthropic-messages) or put an "api" key in {sidecar.name}',
         )
     try:
         get_provider(api)
     except ValueError as exc:
         return _usage_error(err, str(exc))
     model = Model(
-        id=str(meta.get("model") or "replay"), api=api,
-        provider=str(meta.get("vendor") or "replay"), base_url="https://replay.invalid",
+        id=str(meta.get("model") or "replay"),
+        api=api,
+        provider=str(meta.get("vendor") or "replay"),
+        base_url="https://replay.invalid",
     )
     status = meta.get("status")
     raw_headers = meta.get("headers")
-    headers = {
-        str(k).lower(): str(v) for k, v in (raw_headers or {}).items()
-        if str(k).lower() not in _TRANSFER_HEADERS
-    } if isinstance(raw_headers, dict) else {}
+    headers = (
+        {
+            str(k).lower(): str(v)
+            for k, v in (raw_headers or {}).items()
+            if str(k).lower() not in _TRANSFER_HEADERS
+        }
+        if isinstance(raw_headers, dict)
+        else {}
+    )
 
     def print_event(event: AssistantStreamEvent) -> None:
         # Serialized at once: toolcall_end reads arguments from the live message.
@@ -460,19 +508,40 @@ def _cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         sink = Renderer(out, color=_use_color(out))
     context = Context(messages=[UserMessage(content="(replayed recording)")])
-    message = anyio.run(_replay_main, model, context, path.read_bytes(), sink, args.chunk_size,
-                        status if isinstance(status, int) else 200, headers)
+    message = anyio.run(
+        _replay_main,
+        model,
+        context,
+        path.read_bytes(),
+        sink,
+        args.chunk_size,
+        status if isinstance(status, int) else 200,
+        headers,
+    )
     if args.json:
         out.write(json.dumps(message.model_dump(mode="json"), ensure_ascii=False) + "\n")
     return 0  # an error in the recording is output, not a failure of the command
 
 
 async def _replay_main(
-    model: Model, context: Context, body: bytes, sink: EventSink, chunk_size: int | None,
-    status: int, headers: dict[str, str],
+    model: Model,
+    context: Context,
+    body: bytes,
+    sink: EventSink,
+    chunk_size: int | None,
+    status: int,
+    headers: dict[str, str],
 ) -> AssistantMessage:
-    return await _replay(model, context, body, api_key="replay-key", sink=sink,
-                         chunk_size=chunk_size, status=status, headers=headers)
+    return await _replay(
+        model,
+        context,
+        body,
+        api_key="replay-key",
+        sink=sink,
+        chunk_size=chunk_size,
+        status=status,
+        headers=headers,
+    )
 
 
 def _ignore(event: AssistantStreamEvent) -> None:
@@ -497,8 +566,9 @@ def _key_env(model: Model) -> tuple[str | None, bool]:
 def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     provider, _, model_id = args.model.partition("/")
     if not provider or not model_id:
-        return _usage_error(err, f"expected PROVIDER/MODEL (e.g. anthropic/claude-sonnet-4-5), "
-                                 f"got {args.model!r}")
+        return _usage_error(
+            err, f"expected PROVIDER/MODEL (e.g. anthropic/claude-sonnet-4-5), got {args.model!r}"
+        )
     try:
         model = get_model(provider, model_id)
     except KeyError as exc:
@@ -565,37 +635,44 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser(
-        "demo", help="replay three bundled recordings offline (no API key needed)",
+        "demo",
+        help="replay three bundled recordings offline (no API key needed)",
         description="Replay three bundled, synthetic vendor recordings through the real "
-                    "provider code, drawn as they stream. Offline; no API key needed.",
+        "provider code, drawn as they stream. Offline; no API key needed.",
     )
     demo.add_argument(
-        "--speed", type=_speed, default=300.0, metavar="CHARS_PER_SEC",
+        "--speed",
+        type=_speed,
+        default=300.0,
+        metavar="CHARS_PER_SEC",
         help="pace the replay at about this many characters per second "
-             "(default: %(default)g; 0: no pauses)",
+        "(default: %(default)g; 0: no pauses)",
     )
 
     replay = sub.add_parser(
-        "replay", help="run a recorded response body through its provider",
+        "replay",
+        help="run a recorded response body through its provider",
         description="Run a recorded response body through its provider, offline.",
     )
     replay.add_argument("file", metavar="FILE.body", help="the recorded HTTP response body")
     replay.add_argument(
-        "--api", help="wire API of the recording (default: \"api\" in the sidecar FILE.json)"
+        "--api", help='wire API of the recording (default: "api" in the sidecar FILE.json)'
     )
     replay.add_argument(
-        "--chunk-size", type=_positive_int, default=None, metavar="N",
+        "--chunk-size",
+        type=_positive_int,
+        default=None,
+        metavar="N",
         help="serve the body in chunks of N bytes (default: all at once)",
     )
     replay.add_argument(
         "--events", action="store_true", help="print each event as one JSON object per line"
     )
-    replay.add_argument(
-        "--json", action="store_true", help="print the final message as JSON"
-    )
+    replay.add_argument("--json", action="store_true", help="print the final message as JSON")
 
     chat = sub.add_parser(
-        "chat", help="stream a live answer from a catalog model",
+        "chat",
+        help="stream a live answer from a catalog model",
         description="Stream a live answer from a catalog model (needs its API key).",
     )
     chat.add_argument("model", metavar="PROVIDER/MODEL", help="e.g. anthropic/claude-sonnet-4-5")
@@ -603,7 +680,8 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
     chat.add_argument(
-        "--reasoning", choices=["minimal", "low", "medium", "high"],
+        "--reasoning",
+        choices=["minimal", "low", "medium", "high"],
         help="ask for thinking at this effort (reasoning models)",
     )
     return parser

@@ -21,7 +21,7 @@ def parse_partial_json(text: str) -> Any:
     if not text.strip():
         return {}
     try:
-        return from_json(text, allow_partial="trailing-strings")
+        return from_json(text, allow_partial="trailing-strings", allow_inf_nan=False)
     except ValueError:
         return {}
 
@@ -37,7 +37,7 @@ def parse_arguments(text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = from_json(text)
+        value = from_json(text, allow_inf_nan=False)  # NaN/Infinity are not JSON
     except ValueError as exc:
         value = _single_repeated_object(text, exc)
     if not isinstance(value, dict):
@@ -45,8 +45,12 @@ def parse_arguments(text: str) -> dict[str, Any]:
     return value
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _single_repeated_object(text: str, original: ValueError) -> Any:
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_constant=_reject_constant)
     values: list[Any] = []
     pos, end = 0, len(text)
     try:

@@ -13,6 +13,7 @@ the only await per network chunk is the read.
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import math
 import os
@@ -32,6 +33,7 @@ from pydantic_core import from_json
 from ._assembler import Assembler, StopRule
 from ._errors import ProtocolError, StreamFailure, error_from_status, redact
 from ._events import AssistantStreamEvent, MessageEnd, MessageStart
+from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
 from ._sse import SSEBytesDecoder
@@ -59,7 +61,7 @@ Translator = Callable[[str, str], None]
 def parse_json(data: str, event: str) -> Any:
     """Parse an event's data, or end the stream with a protocol error naming the event."""
     try:
-        return from_json(data)
+        return from_json(data, allow_inf_nan=False)
     except ValueError:
         snippet = data if len(data) <= 80 else data[:77] + "..."
         raise ProtocolError(f"malformed JSON in {event or 'data'} event: {snippet!r}") from None
@@ -270,11 +272,16 @@ class AssistantStream:
         timeout = httpx.Timeout(
             connect=opts.connect_timeout, read=None, write=60.0, pool=opts.connect_timeout
         )
+        # Serialized once, here, for every provider: lone surrogates (from a truncated
+        # tool output, say) cannot be encoded as UTF-8 and are removed from all outbound
+        # text, tool arguments and schemas included; NaN is not JSON and fails loudly.
+        body = sanitize_surrogates(json.dumps(req.payload, ensure_ascii=False, allow_nan=False))
+        headers.setdefault("content-type", "application/json")
         return httpx.Request(
             "POST",
             req.url,
             headers=headers,
-            json=req.payload,
+            content=body.encode("utf-8"),
             extensions={"timeout": timeout.as_dict()},
         )
 
@@ -430,9 +437,13 @@ class AssistantStream:
         return result[0]
 
     async def _close_response(self) -> None:
-        response, self._response, self._chunks = self._response, None, None
-        if response is not None:
-            with anyio.CancelScope(shield=True):
+        response, chunks = self._response, self._chunks
+        self._response = self._chunks = None
+        with anyio.CancelScope(shield=True):
+            if chunks is not None:
+                # Close the byte iterator too: trio warns about unfinished async generators.
+                await chunks.aclose()
+            if response is not None:
                 await response.aclose()
 
     async def _finish(self, error: StreamError | None) -> None:

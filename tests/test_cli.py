@@ -26,8 +26,11 @@ PARALLEL = FIXTURES / "openai-completions" / "synthetic-openai-chat-parallel-int
 LENGTH_TOOL = FIXTURES / "openai-completions" / "synthetic-openai-chat-length-mid-tool-call.body"
 TEXT = FIXTURES / "anthropic-messages" / "vercel-ai__anthropic-text.body"
 THINKING = FIXTURES / "anthropic-messages" / "llm-anthropic__test_stream_events_thinking.0.body"
-DEMO_FILES = ("anthropic-thinking-tool.body", "openai-parallel-tools.body",
-              "anthropic-overloaded.body")
+DEMO_FILES = (
+    "anthropic-thinking-tool.body",
+    "openai-parallel-tools.body",
+    "anthropic-overloaded.body",
+)
 
 
 def fixtures_with_stop_reason() -> Iterator[Any]:
@@ -180,15 +183,38 @@ def test_replay_flags_a_truncated_tool_call(capsys: pytest.CaptureFixture[str]) 
 MAX_TOKENS_AFTER_TOOL = b"".join(
     b"event: %s\ndata: %s\n\n" % (name.encode(), json.dumps(data).encode())
     for name, data in [
-        ("message_start", {"type": "message_start", "message": {
-            "id": "msg_x", "usage": {"input_tokens": 10, "output_tokens": 1}}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
-            "type": "tool_use", "id": "toolu_x", "name": "save", "input": {}}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-            "type": "input_json_delta", "partial_json": '{"path": "a.txt"}'}}),
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {"id": "msg_x", "usage": {"input_tokens": 10, "output_tokens": 1}},
+            },
+        ),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "id": "toolu_x", "name": "save", "input": {}},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": '{"path": "a.txt"}'},
+            },
+        ),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"},
-                           "usage": {"output_tokens": 20}}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "max_tokens"},
+                "usage": {"output_tokens": 20},
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
     ]
 )
@@ -306,8 +332,16 @@ def test_chat_streams_with_the_renderer(
             200, headers={"content-type": "text/event-stream"}, content=body
         )
         code, out, _ = run(
-            capsys, "chat", "anthropic/claude-sonnet-4-5", "Umbrella?",
-            "--system", "Be brief.", "--max-tokens", "4000", "--reasoning", "low",
+            capsys,
+            "chat",
+            "anthropic/claude-sonnet-4-5",
+            "Umbrella?",
+            "--system",
+            "Be brief.",
+            "--max-tokens",
+            "4000",
+            "--reasoning",
+            "low",
         )
     assert code == 0
     assert "thinking:" in out and "tool call get_forecast" in out
@@ -355,9 +389,7 @@ def render(body: bytes, api: str, *, color: bool) -> str:
 
 
 def test_renderer_on_a_terminal_dims_thinking_and_defuses_escapes() -> None:
-    body = THINKING.read_bytes().replace(
-        b'"text":"1. **Pouch**', b'"text":"\\u001b[2J1. **Pouch**'
-    )
+    body = THINKING.read_bytes().replace(b'"text":"1. **Pouch**', b'"text":"\\u001b[2J1. **Pouch**')
     out = render(body, "anthropic-messages", color=True)
     assert "\x1b[2mthinking:\x1b[0m" in out
     assert "\x1b[2mThe user wants\x1b[0m" in out

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,0 +1,205 @@
+"""Instructions per event under valgrind's cachegrind: the noise-free version of run.py.
+
+    python benchmarks/cachegrind.py [--sizes 5000 20000] [--only text|tool] [--jobs N] [--json]
+
+Wall-clock time on a shared machine swings by tens of percent; an instruction count does
+not. Each (provider, stream, side) is replayed once by `run.py --single` in its own process
+under `valgrind --tool=cachegrind --cache-sim=no`, at a small and a large size, and
+
+    instructions per event = (I(large) - I(small)) / (events(large) - events(small))
+
+so interpreter start-up, imports and first-call costs cancel. Bodies are generated here and
+handed over as files, so generating them is not counted either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import run as bench  # benchmarks/run.py: a script's own directory is on sys.path
+
+RUN = Path(__file__).resolve().parent / "run.py"
+_I_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+@dataclass(frozen=True)
+class Job:
+    provider: str
+    kind: str
+    side: str
+    size: int
+    body: Path
+    events: int
+
+
+def _single_cmd(job: Job) -> list[str]:
+    return [sys.executable, str(RUN), "--single", job.provider, job.kind, job.side,
+            str(job.size), "--body", str(job.body)]
+
+
+def _env() -> dict[str, str]:
+    # A fixed hash seed keeps dict/set layouts, and so the counts, the same run to run.
+    return {**os.environ, "PYTHONHASHSEED": "0"}
+
+
+def _check_single(job: Job, stdout: str) -> None:
+    got = json.loads(stdout.strip().splitlines()[-1])["events"]
+    if got != job.events:
+        raise RuntimeError(f"{job}: replay saw {got} events, body has {job.events}")
+
+
+def instructions(job: Job) -> int:
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
+           "--cachegrind-out-file=/dev/null", *_single_cmd(job)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    _check_single(job, proc.stdout)
+    found = _I_REFS.findall(proc.stderr)
+    if not found:
+        raise RuntimeError(f"no 'I refs' line in valgrind's output:\n{proc.stderr[-2000:]}")
+    return int(found[-1].replace(",", ""))
+
+
+@dataclass
+class Row:
+    provider: str
+    kind: str
+    events: int
+    """Events(large) - events(small): the denominator."""
+    bare: float
+    core: float
+
+    @property
+    def ratio(self) -> float:
+        return self.core / self.bare
+
+
+def _mark(ratio: float, target: float) -> str:
+    return "ok" if ratio <= target else "MISS"
+
+
+def print_tables(rows: list[Row], small: int, large: int) -> None:
+    print(f"instructions per SSE event = (I({large}) - I({small})) / Δevents; "
+          f"ratio = stream-core / bare (target <= {bench.TEXT_TARGET}x)")
+    head = (f"{'provider':<19} {'stream':<6} {'Δevents':>8} {'bare instr/ev':>14} "
+            f"{'stream-core instr/ev':>21} {'ratio':>7}  target")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r.provider:<19} {r.kind:<6} {r.events:>8} {r.bare:>14,.0f} {r.core:>21,.0f} "
+              f"{r.ratio:>6.2f}x  {_mark(r.ratio, bench.TEXT_TARGET)}")
+    pairs = _pairs(rows)
+    if not pairs:
+        return
+    print()
+    print(f"stream-core tool stream / text stream, instructions per event "
+          f"(target <= {bench.TOOL_TARGET}x)")
+    head = (f"{'provider':<19} {'text instr/ev':>14} {'tool instr/ev':>14} {'tool/text':>10}"
+            f"  target  {'(bare tool/text)':>16}")
+    print(head)
+    print("-" * len(head))
+    for text, tool in pairs:
+        ratio = tool.core / text.core
+        print(f"{text.provider:<19} {text.core:>14,.0f} {tool.core:>14,.0f} {ratio:>9.2f}x  "
+              f"{_mark(ratio, bench.TOOL_TARGET):<6}  {tool.bare / text.bare:>15.2f}x")
+
+
+def _pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    tools = {r.provider: r for r in rows if r.kind == "tool"}
+    return [(r, tools[r.provider]) for r in rows if r.kind == "text" and r.provider in tools]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs=2, default=[5000, 20000],
+                        metavar=("SMALL", "LARGE"), help="deltas per stream, two sizes")
+    parser.add_argument("--only", choices=bench.KINDS, help="run one stream kind")
+    parser.add_argument("--providers", nargs="+", choices=bench.PROVIDERS,
+                        default=list(bench.PROVIDERS))
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="valgrind processes at once (counts do not depend on it)")
+    parser.add_argument("--json", action="store_true", help="print results as JSON")
+    args = parser.parse_args(argv)
+
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed, so there is nothing to count; install it "
+              "(e.g. `apt-get install valgrind`) and run again. Skipping.")
+        return 0
+    small, large = sorted(args.sizes)
+    if small == large:
+        parser.error("--sizes needs two different sizes")
+    kinds = [args.only] if args.only else list(bench.KINDS)
+
+    with tempfile.TemporaryDirectory(prefix="stream-core-bench-") as tmp:
+        jobs: list[Job] = []
+        for provider in args.providers:
+            for kind in kinds:
+                for size in (small, large):
+                    body = bench.make_body(provider, kind, size)
+                    path = Path(tmp) / f"{provider}-{kind}-{size}.sse"
+                    path.write_bytes(body.data)
+                    jobs += [Job(provider, kind, side, size, path, body.events)
+                             for side in bench.SIDES]
+        # One plain run each: catches a broken replay in seconds, and writes any missing
+        # .pyc files so no counted run pays for compiling.
+        for job in jobs:
+            proc = subprocess.run(_single_cmd(job), capture_output=True, text=True,
+                                  env=_env(), check=True)
+            _check_single(job, proc.stdout)
+        started = time.monotonic()
+        counts: dict[Job, int] = {}
+
+        def count(job: Job) -> None:
+            counts[job] = instructions(job)
+            print(f"  [{time.monotonic() - started:5.0f}s] {job.provider} {job.kind} "
+                  f"{job.side} {job.size}: {counts[job]:,} instructions", file=sys.stderr)
+
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            list(pool.map(count, jobs))
+
+    def per_event(provider: str, kind: str, side: str) -> tuple[float, int]:
+        lo, hi = (next(j for j in jobs if (j.provider, j.kind, j.side, j.size)
+                       == (provider, kind, side, size)) for size in (small, large))
+        events = hi.events - lo.events
+        return (counts[hi] - counts[lo]) / events, events
+
+    rows = []
+    for provider in args.providers:
+        for kind in kinds:
+            bare, events = per_event(provider, kind, "bare")
+            core, _ = per_event(provider, kind, "stream-core")
+            rows.append(Row(provider, kind, events, bare, core))
+
+    if args.json:
+        out: dict[str, Any] = {
+            "sizes": [small, large],
+            "rows": [{"provider": r.provider, "stream": r.kind, "delta_events": r.events,
+                      "bare_instructions_per_event": r.bare,
+                      "stream_core_instructions_per_event": r.core, "ratio": r.ratio}
+                     for r in rows],
+            "tool_over_text": [{"provider": t.provider, "ratio": u.core / t.core,
+                                "bare_ratio": u.bare / t.bare} for t, u in _pairs(rows)],
+            "raw": [{"provider": j.provider, "stream": j.kind, "side": j.side, "size": j.size,
+                     "events": j.events, "instructions": counts[j]} for j in jobs],
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print_tables(rows, small, large)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,555 @@
+"""Replay large synthetic SSE bodies through stream-core and through a bare httpx-sse loop.
+
+    python benchmarks/run.py [--repeat N] [--sizes 20000 ...] [--only text|tool] [--json]
+    python benchmarks/run.py --single PROVIDER KIND SIDE SIZE [--body FILE]
+
+Two stream kinds per wire format: `text` (SIZE text deltas) and `tool` (one tool call whose
+~10*SIZE bytes of arguments arrive in SIZE fragments). Both sides read the same bytes through
+the same kind of response: an `httpx.AsyncClient` on an `httpx.MockTransport` that serves
+the body as 64 KiB chunks. The bare side is `EventSource(response).aiter_sse()` plus
+`json.loads` per event; the stream-core side is `stream_core.stream(...)` iterated to the
+end, then `await s.result()`. Times are best-of-N with a warm-up; the unit is one SSE event
+of the body, so the ratio of per-event times is the ratio of whole-replay times.
+
+`--single` replays once with no warm-up and prints `{"events": ...}`: the unit that
+benchmarks/cachegrind.py runs under valgrind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import EventSource
+
+import stream_core
+from stream_core import Context, Model, StreamOptions, TextContent, ToolCall, UserMessage
+
+PROVIDERS = ("anthropic-messages", "openai-completions")
+KINDS = ("text", "tool")
+SIDES = ("bare", "stream-core")
+CHUNK_SIZE = 64 * 1024
+BASE_URL = "https://bench.invalid"
+ARG_BYTES_PER_FRAGMENT = 10  # 20,000 fragments -> ~200 KB of arguments
+TEXT_TARGET = 1.2  # stream-core / bare, per event
+TOOL_TARGET = 1.5  # stream-core tool stream / text stream, per event
+
+_WORDS = (
+    "the",
+    "stream",
+    "of",
+    "tokens",
+    "arrives",
+    "in",
+    "small",
+    "pieces",
+    "and",
+    "each",
+    "one",
+    "becomes",
+    "an",
+    "event",
+    "with",
+    "its",
+    "index",
+    "café",
+    "naïve",
+    "—",
+    "résumé",
+    "数据",
+    "流",
+    "🙂",
+    "parser",
+    "buffer",
+    "latency",
+    "is",
+    "measured",
+    "here",
+)
+
+
+# --- bodies -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Body:
+    provider: str
+    kind: str
+    size: int
+    """Deltas (text) or argument fragments (tool) in the body."""
+    data: bytes
+    events: int
+    """SSE events in the body (terminal event and `[DONE]` included): the per-event unit."""
+    text: str
+    arguments: dict[str, Any] | None
+
+
+def _dumps(obj: Any) -> str:
+    # Vendors send compact JSON with raw UTF-8.
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def text_deltas(size: int) -> list[str]:
+    rng = random.Random(size)  # deterministic per size
+    out = []
+    for i in range(size):
+        word = rng.choice(_WORDS)
+        if i % 97 == 96:
+            word += ".\n\n"
+        elif i % 13 == 12:
+            word += ","
+        out.append(" " + word if i else word.capitalize())
+    return out
+
+
+def tool_arguments(size: int) -> tuple[dict[str, Any], list[str]]:
+    """A `write_file` call's arguments and its JSON text cut into `size` fragments."""
+    target = ARG_BYTES_PER_FRAGMENT * size
+    lines: list[str] = []
+    length, i = 0, 0
+    while length < target:
+        # Code-like content: quotes and newlines make the JSON text carry escapes.
+        line = f'    result_{i} = compute("{_WORDS[i % len(_WORDS)]}", {i}) * 2  # step {i}'
+        lines.append(line)
+        length += len(line) + 3
+        i += 1
+    args = {"path": "src/generated/module.py", "content": "\n".join(lines) + "\n"}
+    text = _dumps(args)
+    n = len(text)
+    cuts = [n * k // size for k in range(size + 1)]
+    return args, [text[a:b] for a, b in pairwise(cuts)]
+
+
+def _sse(event: str | None, data: Any) -> str:
+    payload = data if isinstance(data, str) else _dumps(data)
+    return (f"event: {event}\n" if event else "") + f"data: {payload}\n\n"
+
+
+def anthropic_body(kind: str, size: int) -> Body:
+    parts = [
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_bench",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "bench",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 25,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 0,
+                        "output_tokens": 1,
+                    },
+                },
+            },
+        ),
+    ]
+    text, arguments = "", None
+    if kind == "text":
+        deltas = text_deltas(size)
+        text = "".join(deltas)
+        block: dict[str, Any] = {"type": "text", "text": ""}
+        delta_key, delta_type, stop = "text", "text_delta", "end_turn"
+    else:
+        arguments, deltas = tool_arguments(size)
+        block = {"type": "tool_use", "id": "toolu_bench", "name": "write_file", "input": {}}
+        delta_key, delta_type, stop = "partial_json", "input_json_delta", "tool_use"
+    parts.append(
+        _sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": block},
+        )
+    )
+    parts.append(_sse("ping", {"type": "ping"}))
+    for d in deltas:
+        parts.append(
+            _sse(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": delta_type, delta_key: d},
+                },
+            )
+        )
+    parts.append(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    parts.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": size},
+            },
+        )
+    )
+    parts.append(_sse("message_stop", {"type": "message_stop"}))
+    return Body(
+        "anthropic-messages", kind, size, "".join(parts).encode(), len(parts), text, arguments
+    )
+
+
+def openai_body(kind: str, size: int) -> Body:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return _sse(
+            None,
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": "bench",
+                "system_fingerprint": "fp_bench",
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+                "usage": None,  # present on every chunk when include_usage is asked for
+            },
+        )
+
+    text, arguments = "", None
+    if kind == "text":
+        deltas = text_deltas(size)
+        text = "".join(deltas)
+        parts = [chunk({"role": "assistant", "content": "", "refusal": None})]
+        parts += [chunk({"content": d}) for d in deltas]
+        finish = "stop"
+    else:
+        arguments, fragments = tool_arguments(size)
+        parts = [chunk({"role": "assistant", "content": None})]
+        # The id, type and name come with the first fragment only.
+        parts.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_bench",
+                            "type": "function",
+                            "function": {"name": "write_file", "arguments": fragments[0]},
+                        }
+                    ]
+                }
+            )
+        )
+        parts += [
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": f}}]})
+            for f in fragments[1:]
+        ]
+        finish = "tool_calls"
+    parts.append(chunk({}, finish))
+    parts.append(
+        _sse(
+            None,
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": "bench",
+                "system_fingerprint": "fp_bench",
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": 25,
+                    "completion_tokens": size,
+                    "total_tokens": 25 + size,
+                    "prompt_tokens_details": {"cached_tokens": 0},
+                    "completion_tokens_details": {"reasoning_tokens": 0},
+                },
+            },
+        )
+    )
+    parts.append(_sse(None, "[DONE]"))
+    return Body(
+        "openai-completions", kind, size, "".join(parts).encode(), len(parts), text, arguments
+    )
+
+
+def make_body(provider: str, kind: str, size: int) -> Body:
+    return (anthropic_body if provider == "anthropic-messages" else openai_body)(kind, size)
+
+
+def count_events(data: bytes) -> int:
+    """SSE events in a body written by this module (every event ends with a blank line)."""
+    return data.count(b"\n\n")
+
+
+# --- the two sides ------------------------------------------------------------------------
+
+
+def make_client(data: bytes) -> httpx.AsyncClient:
+    """A client whose every request gets `data` as a text/event-stream in 64 KiB chunks."""
+    chunks = [data[i : i + CHUNK_SIZE] for i in range(0, len(data), CHUNK_SIZE)]
+
+    async def serve() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=serve())
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+def bench_model(provider: str) -> Model:
+    return Model(id="bench", api=provider, provider="bench", base_url=BASE_URL)
+
+
+CONTEXT = Context(messages=[UserMessage(content="Write the file.")])
+_BARE_PAYLOAD = {
+    "model": "bench",
+    "stream": True,
+    "messages": [{"role": "user", "content": "Write the file."}],
+}
+
+
+async def run_bare(client: httpx.AsyncClient) -> int:
+    """The floor: decode SSE and parse each event's JSON, nothing else. Returns SSE events."""
+    n = 0
+    async with client.stream("POST", BASE_URL + "/bench", json=_BARE_PAYLOAD) as response:
+        async for sse in EventSource(response).aiter_sse():
+            n += 1
+            if sse.data != "[DONE]":
+                json.loads(sse.data)
+    return n
+
+
+async def run_core(client: httpx.AsyncClient, model: Model) -> tuple[int, Any]:
+    """Every normalized event, then the final message. Returns (events, message)."""
+    n = 0
+    options = StreamOptions(client=client, api_key="bench", max_retries=0)
+    async with stream_core.stream(model, CONTEXT, options) as s:
+        async for _event in s:
+            n += 1
+        message = await s.result()
+    return n, message
+
+
+def check(body: Body, bare_events: int, core_events: int, message: Any) -> None:
+    """The replay is right: every SSE event seen, every delta emitted, final content exact."""
+    assert bare_events == body.events, (bare_events, body.events)
+    # message_start, block start, one per delta, block end, message_end
+    assert core_events == body.size + 4, (core_events, body.size + 4)
+    assert message.error is None, message.error
+    (block,) = message.content
+    if body.kind == "text":
+        assert message.stop_reason == "stop", message.stop_reason
+        assert isinstance(block, TextContent) and block.text == body.text, "text differs"
+    else:
+        assert message.stop_reason == "tool_use", message.stop_reason
+        assert isinstance(block, ToolCall) and not block.truncated, block
+        assert block.name == "write_file" and block.arguments == body.arguments, "args differ"
+
+
+# --- timing -------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    provider: str
+    kind: str
+    size: int
+    events: int
+    bare_s: float
+    core_s: float
+
+    @property
+    def bare_us(self) -> float:
+        return self.bare_s / self.events * 1e6
+
+    @property
+    def core_us(self) -> float:
+        return self.core_s / self.events * 1e6
+
+    @property
+    def ratio(self) -> float:
+        return self.core_s / self.bare_s
+
+
+async def _timed(fn: Callable[[], Awaitable[Any]]) -> float:
+    gc.collect()  # start each run from the same heap state; collection is part of the run
+    start = time.perf_counter()
+    await fn()
+    return time.perf_counter() - start
+
+
+async def measure(body: Body, repeat: int) -> Row:
+    model = bench_model(body.provider)
+    async with make_client(body.data) as client:
+        # Warm-up, and the correctness check (once, outside the timing).
+        bare_events = await run_bare(client)
+        core_events, message = await run_core(client, model)
+        check(body, bare_events, core_events, message)
+        del message
+        bare_best = core_best = math.inf
+        for _ in range(repeat):
+            # Interleaved so a slow spell of the machine hits both sides alike.
+            bare_best = min(bare_best, await _timed(lambda: run_bare(client)))
+            core_best = min(core_best, await _timed(lambda: run_core(client, model)))
+    return Row(body.provider, body.kind, body.size, body.events, bare_best, core_best)
+
+
+def _mark(ratio: float, target: float) -> str:
+    return "ok" if ratio <= target else "MISS"
+
+
+def print_tables(rows: list[Row], repeat: int) -> None:
+    print(
+        f"best of {repeat}, per SSE event of the body; ratio = stream-core / bare "
+        f"(target <= {TEXT_TARGET}x)"
+    )
+    head = (
+        f"{'provider':<19} {'stream':<6} {'events':>7} {'bare µs/ev':>11} "
+        f"{'stream-core µs/ev':>18} {'ratio':>7}  target"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(
+            f"{r.provider:<19} {r.kind:<6} {r.events:>7} {r.bare_us:>11.3f} "
+            f"{r.core_us:>18.3f} {r.ratio:>6.2f}x  {_mark(r.ratio, TEXT_TARGET)}"
+        )
+    pairs = tool_text_pairs(rows)
+    if not pairs:
+        return
+    print()
+    print(f"stream-core tool stream / text stream, per event (target <= {TOOL_TARGET}x)")
+    head = (
+        f"{'provider':<19} {'size':>6} {'text µs/ev':>11} {'tool µs/ev':>11} "
+        f"{'tool/text':>10}  target  {'(bare tool/text)':>16}"
+    )
+    print(head)
+    print("-" * len(head))
+    for text, tool in pairs:
+        ratio = tool.core_us / text.core_us
+        print(
+            f"{text.provider:<19} {text.size:>6} {text.core_us:>11.3f} {tool.core_us:>11.3f} "
+            f"{ratio:>9.2f}x  {_mark(ratio, TOOL_TARGET):<6}  "
+            f"{tool.bare_us / text.bare_us:>15.2f}x"
+        )
+
+
+def tool_text_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    by_key = {(r.provider, r.kind, r.size): r for r in rows}
+    return [
+        (r, by_key[(r.provider, "tool", r.size)])
+        for r in rows
+        if r.kind == "text" and (r.provider, "tool", r.size) in by_key
+    ]
+
+
+def as_json(rows: list[Row], repeat: int) -> dict[str, Any]:
+    return {
+        "repeat": repeat,
+        "targets": {"stream_core_over_bare": TEXT_TARGET, "tool_over_text": TOOL_TARGET},
+        "rows": [
+            {
+                "provider": r.provider,
+                "stream": r.kind,
+                "size": r.size,
+                "events": r.events,
+                "bare_s": r.bare_s,
+                "stream_core_s": r.core_s,
+                "bare_us_per_event": r.bare_us,
+                "stream_core_us_per_event": r.core_us,
+                "ratio": r.ratio,
+            }
+            for r in rows
+        ],
+        "tool_over_text": [
+            {
+                "provider": t.provider,
+                "size": t.size,
+                "ratio": u.core_us / t.core_us,
+                "bare_ratio": u.bare_us / t.bare_us,
+            }
+            for t, u in tool_text_pairs(rows)
+        ],
+    }
+
+
+# --- entry --------------------------------------------------------------------------------
+
+
+async def run_single(provider: str, kind: str, side: str, size: int, body_file: Path | None) -> int:
+    """One replay, no warm-up, no check beyond event counts: what cachegrind measures."""
+    if body_file is not None:
+        # Read, not generated: generation grows with size and would not cancel out.
+        data = body_file.read_bytes()
+        events = count_events(data)
+    else:
+        body = make_body(provider, kind, size)
+        data, events = body.data, body.events
+    async with make_client(data) as client:
+        if side == "bare":
+            n = await run_bare(client)
+            assert n == events, (n, events)
+        else:
+            n, message = await run_core(client, bench_model(provider))
+            assert n == size + 4 and message.error is None, (n, message.error)
+    return events
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per side (best kept)")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[20000],
+        help="deltas / argument fragments per stream",
+    )
+    parser.add_argument("--only", choices=KINDS, help="run one stream kind")
+    parser.add_argument("--providers", nargs="+", choices=PROVIDERS, default=list(PROVIDERS))
+    parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument(
+        "--single",
+        nargs=4,
+        metavar=("PROVIDER", "KIND", "SIDE", "SIZE"),
+        help="replay once without warm-up (for cachegrind)",
+    )
+    parser.add_argument("--body", type=Path, help="with --single: read the body from FILE")
+    args = parser.parse_args(argv)
+
+    if args.single:
+        provider, kind, side, size = args.single
+        if provider not in PROVIDERS or kind not in KINDS or side not in SIDES:
+            parser.error(f"--single wants one of {PROVIDERS}, {KINDS}, {SIDES} and a size")
+        events = asyncio.run(run_single(provider, kind, side, int(size), args.body))
+        print(json.dumps({"events": events}))
+        return 0
+
+    kinds = [args.only] if args.only else list(KINDS)
+    rows = []
+    for size in args.sizes:
+        for provider in args.providers:
+            for kind in kinds:
+                body = make_body(provider, kind, size)
+                rows.append(asyncio.run(measure(body, args.repeat)))
+                if not args.json:
+                    print(f"  measured {provider} {kind} {size}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(as_json(rows, args.repeat), indent=2))
+    else:
+        print_tables(rows, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
