@@ -327,21 +327,12 @@ def _translator(asm: Assembler) -> Translator:
         chunk = parse_json(data, event or "chunk")
         if not isinstance(chunk, dict):
             return
-        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
-        if event == "error" or chunk.get("error"):
-            if usage:
-                _usage(asm, usage)
-            vendor_type, message = vendor_error_fields(chunk)
-            code = (
-                (chunk.get("error") or {}).get("code")
-                if isinstance(chunk.get("error"), dict)
-                else None
-            )
-            raise StreamFailure(
-                error_from_vendor(
-                    vendor_type, message, status=code if isinstance(code, int) else None
-                )
-            )
+        usage = chunk.get("usage")
+        if usage is None and "x_groq" in chunk:  # older Groq streams put usage only here
+            usage = (chunk["x_groq"] or {}).get("usage")
+        error = chunk.get("error")
+        if error or event == "error":
+            _fail(asm, chunk, error, usage)
         if asm.message.response_id is None:
             asm.message.response_id = chunk.get("id")
         choices = chunk.get("choices")
@@ -358,6 +349,16 @@ def _translator(asm: Assembler) -> Translator:
             _usage(asm, usage)
 
     return on_event
+
+
+def _fail(asm: Assembler, chunk: dict[str, Any], error: Any, usage: Any) -> None:
+    """A vendor error chunk (`{"error": ...}` or `event: error`): keep its usage, then end."""
+    if usage:
+        _usage(asm, usage)
+    vendor_type, message = vendor_error_fields(chunk)
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) else None
+    raise StreamFailure(error_from_vendor(vendor_type, message, status=status))
 
 
 def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> None:
