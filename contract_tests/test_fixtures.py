@@ -7,6 +7,8 @@ which must match the recording's `expect`.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -76,3 +78,18 @@ def test_recording_random_splits(fixture: Fixture) -> None:
         assert _signature(fixture, split_at(fixture.body, cuts)) == expected
 
     check()
+
+
+_SECRET_HEADERS = {"authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+_SECRET_PATTERN = re.compile(
+    rb"sk-(?:ant|proj|or)-[A-Za-z0-9_-]{16,}|Bearer [A-Za-z0-9._-]{20,}"
+    rb"|AKIA[0-9A-Z]{16}|gsk_[A-Za-z0-9]{20,}"
+)
+
+
+@pytest.mark.parametrize("fixture", CASES, ids=repr)
+def test_recordings_hold_no_secrets(fixture: Fixture) -> None:
+    """If this fails: scrub the recording (headers and body) before committing it."""
+    leaked = _SECRET_HEADERS & {k.lower() for k in fixture.meta.get("headers", {})}
+    assert not leaked, f"secret headers kept: {leaked}"
+    assert not _SECRET_PATTERN.search(fixture.body)
