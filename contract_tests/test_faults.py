@@ -404,3 +404,78 @@ def test_length_stop_fails_every_tool_call(fixture: Fixture) -> None:
     assert all(r.is_error for r in results)
     history = [stream_core.UserMessage(content="go"), message, *results]
     assert audit_tool_pairs(history).ok
+
+
+# --- more failure paths -------------------------------------------------------------------
+
+_OVERLOADED_EVENT = (
+    b"event: error\n"
+    b'data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_vendor_error_before_any_content_is_retried(api: str) -> None:
+    """If this fails: an error event before the first update may be retried (CONTRACT 4)."""
+    run = _run(api, [sse_response([_OVERLOADED_EVENT]), _ok(api)], max_retries=1)
+    assert run.calls == 2
+    assert_valid_event_stream(run.events)
+    check_expect(run.message, _text_case(api).expect)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_vendor_error_event_gets_the_kind_of_its_status(api: str) -> None:
+    run = _run(api, [sse_response([_OVERLOADED_EVENT])], max_retries=0)
+    error = run.message.error
+    assert error is not None and error.kind == "overloaded" and error.retryable
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_connection_dropped_mid_body_keeps_content(api: str) -> None:
+    events = _events(_text_case(api).body)
+
+    async def dropped() -> AsyncIterator[bytes]:
+        yield b"".join(events[: len(events) // 2])
+        raise httpx.ReadError("connection reset by peer")
+
+    run = _run(api, [sse_response(dropped)], max_retries=0)
+    assert_valid_event_stream(run.events)
+    error = run.message.error
+    assert error is not None and error.kind == "network"
+    assert "stream ended before" in error.message and "connection reset" in error.message
+    assert _full_text(api).startswith(run.message.text())
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_connect_timeout_is_kind_timeout_and_retried(api: str) -> None:
+    run = _run(api, [httpx.ConnectTimeout("timed out"), _ok(api)], max_retries=1)
+    assert run.calls == 2 and run.message.stop_reason == "stop"
+    run = _run(api, [httpx.ConnectTimeout("timed out")], max_retries=0)
+    assert run.message.error is not None and run.message.error.kind == "timeout"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_failing_payload_hook_is_an_event_not_an_exception(api: str) -> None:
+    def hook(payload: dict[str, Any], model: stream_core.Model) -> None:
+        raise RuntimeError("hook exploded")
+
+    run = _run(api, [_ok(api)], on_payload=hook)
+    assert_valid_event_stream(run.events)
+    assert run.calls == 0
+    assert run.message.error is not None and "hook exploded" in run.message.error.message
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_close_before_reading_still_gives_a_whole_sequence(api: str) -> None:
+    model = stream_core.Model(
+        id="m", api=api, provider="contract", base_url="https://contract.test"
+    )
+
+    async def main() -> list[Any]:
+        s = stream_core.stream(model, {"messages": [{"role": "user", "content": "hi"}]}, options())
+        await s.aclose()
+        return [e async for e in s]
+
+    events = anyio.run(main)
+    assert [e.type for e in events] == ["message_start", "message_end"]
+    assert events[-1].message.stop_reason == "aborted"
