@@ -479,3 +479,28 @@ def test_close_before_reading_still_gives_a_whole_sequence(api: str) -> None:
     events = anyio.run(main)
     assert [e.type for e in events] == ["message_start", "message_end"]
     assert events[-1].message.stop_reason == "aborted"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_terminal_event_ends_the_stream_even_if_the_body_stays_open(api: str) -> None:
+    """If this fails: a server that keeps the connection open after its terminal event
+    (`[DONE]`, `message_stop`) would hang the caller (peers' pain 17)."""
+    body = _text_case(api).body
+
+    async def never_closes() -> AsyncIterator[bytes]:
+        yield body
+        await anyio.sleep(3600)
+
+    run = _run(api, [sse_response(never_closes)], idle_timeout=None)
+    check_expect(run.message, _text_case(api).expect)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_no_retry_once_content_has_streamed(api: str) -> None:
+    """If this fails: a retry after content would replay text the caller already has."""
+    events = _events(_text_case(api).body)
+    body = b"".join(events[: len(events) - 2]) + _OVERLOADED_EVENT
+    run = _run(api, [sse_response([body]), _ok(api)], max_retries=2)
+    assert run.calls == 1
+    assert run.message.error is not None and run.message.error.kind == "overloaded"
+    assert run.message.text() and _full_text(api).startswith(run.message.text())
