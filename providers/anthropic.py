@@ -67,7 +67,7 @@ _normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
 def stream(
     model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
 ) -> AssistantStream:
-    return _WIRE.open(model, context, options)
+    return WIRE.open(model, context, options)
 
 
 # --- request ------------------------------------------------------------------------------
@@ -291,7 +291,7 @@ def _usage(asm: Assembler, usage: Any) -> None:
     asm.set_usage(**{k: v for k, v in values.items() if isinstance(v, int)})
 
 
-_WIRE = WireAPI(
+WIRE = WireAPI(
     api=API,
     terminal_event="message_stop",
     stop_reasons=_STOP_REASONS,

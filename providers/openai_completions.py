@@ -157,7 +157,7 @@ _normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=40)
 def stream(
     model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
 ) -> AssistantStream:
-    return _WIRE.open(model, context, options)
+    return WIRE.open(model, context, options)
 
 
 def compat_for(model: Model) -> Compat:
@@ -466,7 +466,7 @@ def _auth_headers(model: Model, key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
 
 
-_WIRE = WireAPI(
+WIRE = WireAPI(
     api=API,
     terminal_event="data: [DONE]",
     stop_reasons=_STOP_REASONS,

@@ -38,6 +38,7 @@ from ._models import Model, ModelPrices, get_model, list_models, register_model
 from ._options import THINKING_BUDGETS, ReasoningEffort, StreamOptions
 from ._registry import (
     ProviderEntry,
+    api_key_env,
     complete,
     get_provider,
     list_providers,
@@ -137,6 +138,7 @@ __all__ = [
     "WireAPI",
     "WireRequest",
     "__version__",
+    "api_key_env",
     "audit_tool_pairs",
     "complete",
     "compute_cost",

@@ -44,7 +44,7 @@ from ._events import (
 )
 from ._models import Model, get_model
 from ._options import StreamOptions
-from ._registry import get_provider, stream
+from ._registry import api_key_env, get_provider, stream
 from ._types import (
     AssistantMessage,
     Context,
@@ -551,18 +551,6 @@ def _ignore(event: AssistantStreamEvent) -> None:
 # --- chat -----------------------------------------------------------------------------------
 
 
-def _key_env(model: Model) -> tuple[str | None, bool]:
-    """(environment variable holding the key, whether a key is required) for a model."""
-    if model.api == "anthropic-messages":
-        return "ANTHROPIC_API_KEY", True
-    if model.api == "openai-completions":
-        from providers.openai_completions import compat_for
-
-        compat = compat_for(model)
-        return compat.env, compat.key_required
-    return None, False  # another provider: its own stream reports a missing key
-
-
 def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     provider, _, model_id = args.model.partition("/")
     if not provider or not model_id:
@@ -573,14 +561,13 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         model = get_model(provider, model_id)
     except KeyError as exc:
         return _usage_error(err, str(exc.args[0]))
-    env, required = _key_env(model)
+    try:
+        env, required = api_key_env(model)
+    except ValueError as exc:
+        return _usage_error(err, str(exc))
     if required and env and not os.environ.get(env):
         # Checked here, before any I/O, so the person gets one actionable line.
         return _usage_error(err, f"set {env} to use {provider}/{model_id}")
-    try:
-        get_provider(model.api)
-    except ValueError as exc:
-        return _usage_error(err, str(exc))
     context = Context(system_prompt=args.system, messages=[UserMessage(content=args.prompt)])
     options = StreamOptions(max_tokens=args.max_tokens, reasoning=args.reasoning)
     renderer = Renderer(out, color=_use_color(out))

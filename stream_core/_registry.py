@@ -20,11 +20,12 @@ from typing import Any
 
 from ._models import Model
 from ._options import StreamOptions
-from ._stream import AssistantStream
+from ._stream import AssistantStream, WireAPI
 from ._types import AssistantMessage, Context
 
 __all__ = [
     "ProviderEntry",
+    "api_key_env",
     "complete",
     "get_provider",
     "list_providers",
@@ -46,6 +47,8 @@ class ProviderEntry:
     stream: StreamFunction
     source: str
     """Who registered it ("builtin", or the plugin's entry-point name)."""
+    wire: WireAPI | None = None
+    """The module's `WIRE`, when it is built on the shared pipeline."""
 
 
 _registry: dict[str, ProviderEntry] = {}
@@ -53,9 +56,11 @@ _loaded_builtins = False
 _loaded_plugins = False
 
 
-def register_provider(api: str, stream: StreamFunction, *, source: str = "user") -> None:
+def register_provider(
+    api: str, stream: StreamFunction, *, source: str = "user", wire: WireAPI | None = None
+) -> None:
     """Serve `api` with `stream` (replacing any earlier registration for it)."""
-    _registry[api] = ProviderEntry(api, stream, source)
+    _registry[api] = ProviderEntry(api, stream, source, wire)
 
 
 def register_module(module: ModuleType, *, source: str) -> None:
@@ -63,7 +68,8 @@ def register_module(module: ModuleType, *, source: str) -> None:
     fn = getattr(module, "stream", None)
     if not isinstance(api, str) or not callable(fn):
         raise TypeError(f"{module.__name__} must export API: str and stream()")
-    register_provider(api, fn, source=source)
+    wire = getattr(module, "WIRE", None)
+    register_provider(api, fn, source=source, wire=wire if isinstance(wire, WireAPI) else None)
 
 
 def unregister_providers(source: str) -> None:
@@ -116,6 +122,15 @@ def get_provider(api: str) -> ProviderEntry:
             f"model.api {api!r} is served by no provider (known: {', '.join(sorted(_registry))})"
         )
     return entry
+
+
+def api_key_env(model: Model) -> tuple[str | None, bool]:
+    """(environment variable the model's key is read from, whether a key is required),
+    so a tool can tell a person what to set before making any request."""
+    wire = get_provider(model.api).wire
+    if wire is None:
+        return None, False
+    return wire.api_key_env(model), wire.key_required(model)
 
 
 def list_providers() -> list[ProviderEntry]:
