@@ -46,6 +46,7 @@ from ._registry import (
     stream,
     unregister_providers,
 )
+from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
 from ._stream import (
     AssistantStream,
     Translator,
@@ -97,8 +98,10 @@ __all__ = [
     "AssistantStreamEvent",
     "Context",
     "Cost",
+    "Decoder",
     "Delta",
     "ErrorKind",
+    "Frame",
     "HistoryFormatError",
     "ImageContent",
     "Message",
@@ -107,11 +110,13 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "ModelPrices",
+    "NDJSONBytesDecoder",
     "ProtocolError",
     "ProviderEntry",
     "ReasoningEffort",
     "Record",
     "RepairedHistory",
+    "SSEBytesDecoder",
     "StopReason",
     "StopRule",
     "StreamError",

@@ -10,11 +10,28 @@ blank line is dropped, as the SSE spec says.
 from __future__ import annotations
 
 import codecs
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
 
 from httpx_sse import ServerSentEvent
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
+from pydantic_core import from_json
 
-__all__ = ["SSEBytesDecoder"]
+__all__ = ["Decoder", "Frame", "NDJSONBytesDecoder", "SSEBytesDecoder"]
+
+
+class _Event(Protocol):
+    @property
+    def event(self) -> str: ...
+    @property
+    def data(self) -> str: ...
+
+
+class Decoder(Protocol):
+    """Turns body bytes into events with `.event` and `.data`, whatever the chunking."""
+
+    def decode(self, chunk: bytes) -> Sequence[_Event]: ...
+    def flush(self) -> Sequence[_Event]: ...
 
 
 class SSEBytesDecoder:
@@ -54,3 +71,45 @@ class SSEBytesDecoder:
             if sse is not None:
                 out.append(sse)
         return out
+
+
+class Frame(NamedTuple):
+    """One NDJSON line, shaped like an SSE event with no name."""
+
+    event: str
+    data: str
+
+
+class NDJSONBytesDecoder:
+    """Bytes to one frame per line, for vendors that stream newline-delimited JSON.
+
+    Lines are split on LF at the byte level (a CRLF's CR is dropped), before decoding, so a
+    multi-byte character or a U+2028 inside a JSON string never splits a line. A last line
+    without its newline is kept only when it is complete JSON: a connection cut mid-line
+    must read as a stream that ended early, not as a malformed record.
+    """
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def decode(self, chunk: bytes) -> list[Frame]:
+        data = self._buffer + chunk if self._buffer else chunk
+        lines = data.split(b"\n")
+        self._buffer = lines.pop()
+        return [self._frame(line) for line in lines if line.strip()]
+
+    def flush(self) -> list[Frame]:
+        tail, self._buffer = self._buffer, b""
+        if not tail.strip():
+            return []
+        try:
+            from_json(tail)
+        except ValueError:
+            return []
+        return [self._frame(tail)]
+
+    @staticmethod
+    def _frame(line: bytes) -> Frame:
+        return Frame("", line.rstrip(b"\r").decode("utf-8", "replace"))

@@ -36,7 +36,7 @@ from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
-from ._sse import SSEBytesDecoder
+from ._sse import Decoder, SSEBytesDecoder
 from ._types import AssistantMessage, Context, StreamError
 
 __all__ = ["AssistantStream", "Translator", "WireAPI", "WireRequest", "parse_json"]
@@ -85,6 +85,8 @@ class WireAPI:
     api_key_env: Callable[[Model], str | None]
     """The environment variable holding the key for a model (None: no key needed)."""
     key_required: Callable[[Model], bool] = lambda model: True
+    decoder: Callable[[], Decoder] = SSEBytesDecoder
+    """The body's framing: SSE, or `NDJSONBytesDecoder` for newline-delimited JSON."""
 
     def open(
         self, model: Model, context: Context | dict[str, Any], options: StreamOptions | None
@@ -151,7 +153,7 @@ class AssistantStream:
         self._client: httpx.AsyncClient | None = None
         self._response: httpx.Response | None = None
         self._chunks: Any = None
-        self._decoder = SSEBytesDecoder()
+        self._decoder = wire.decoder()
         self._translate: Translator | None = None
         self._request: httpx.Request | None = None
         self._secrets: tuple[str, ...] = ()
@@ -365,7 +367,7 @@ class AssistantStream:
         m.response_id = None
         self._queue.clear()
         self._asm = Assembler(m, self._model, self._wire.stop_reasons, self._queue)
-        self._decoder = SSEBytesDecoder()
+        self._decoder = self._wire.decoder()
         self._translate = None
 
     async def _read_chunk(self) -> None:
