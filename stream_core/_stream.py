@@ -19,6 +19,7 @@ import math
 import os
 import random
 import time
+import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -213,7 +214,8 @@ class AssistantStream:
             else:
                 await self._read_chunk()
         except StreamFailure as failure:
-            if await self._may_retry(failure.error):
+            # Connect-phase failures were already offered a retry inside `_connect`.
+            if self._state == _READ and await self._may_retry(failure.error):
                 return
             await self._finish(failure.error)
         except _Aborted:
@@ -224,8 +226,8 @@ class AssistantStream:
                 await self._finish(StreamError(kind="aborted", message="cancelled"))
             raise
         except Exception as exc:  # a bug or an unforeseen payload: still an event, never a raise
-            logger.debug("stream failed", exc_info=True)
             message = redact(f"{type(exc).__name__}: {exc}", self._secrets)
+            logger.debug("stream failed: %s", redact(traceback.format_exc(), self._secrets))
             await self._finish(StreamError(kind="protocol", message=message))
 
     async def _connect(self) -> None:
