@@ -263,11 +263,11 @@ class Assembler:
     def finalize(self, error: StreamError | None = None) -> AssistantMessage:
         """Close open blocks and settle stop reason, truncation flags and usage."""
         msg = self.message
-        interrupted = error is not None
-        for o in sorted(self._open.values(), key=lambda o: o.index):
-            if o.kind == _TOOL:
-                # A call still open when the stream failed never completed.
-                o.block.truncated = interrupted or o.block.truncated  # type: ignore[union-attr]
+        if error is not None:
+            for o in self._open.values():
+                if o.kind == _TOOL:
+                    # A call still open when the stream failed never completed.
+                    o.block.truncated = True  # type: ignore[union-attr]
         self.end_all()
         if error is not None:
             msg.stop_reason = "aborted" if error.kind == "aborted" else "error"

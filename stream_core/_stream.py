@@ -240,7 +240,7 @@ class AssistantStream:
             error = await self._send()
             if error is None:
                 return
-            if not await self._may_retry(error, connecting=True):
+            if not await self._may_retry(error):
                 raise StreamFailure(error)
 
     def _build(self) -> httpx.Request:
@@ -328,19 +328,18 @@ class AssistantStream:
         message = f"HTTP {status}"
         if text:
             message += f": {text}"
-        error = error_from_status(
+        return error_from_status(
             status,
             redact(message, self._secrets),
             vendor_type=vendor_type,
             retry_after=retry_after_seconds(response.headers),
         )
-        return error
 
     def _net_text(self, exc: Exception) -> str:
         text = str(exc) or type(exc).__name__
         return redact(f"{type(exc).__name__}: {text}", self._secrets)
 
-    async def _may_retry(self, error: StreamError, *, connecting: bool = False) -> bool:
+    async def _may_retry(self, error: StreamError) -> bool:
         """Sleep and reset for another attempt when the contract allows one."""
         opts = self._options
         if not error.retryable or self._asm.updated or self._attempt >= opts.max_retries:
@@ -355,7 +354,7 @@ class AssistantStream:
         logger.info("%s: retrying after %.2fs (%s)", self._wire.api, delay, error.kind)
         await self._close_response()
         await self._guard(anyio.sleep(delay))
-        if not connecting:
+        if self._state == _READ:
             # A failure before any update (e.g. an overloaded event): start over cleanly.
             self._reset_message()
             self._state = _CONNECT
@@ -493,7 +492,8 @@ def vendor_error_fields(data: Any) -> tuple[str | None, str]:
     kind = err.get("type") or err.get("code")
     code = err.get("code")
     message = str(err.get("message") or err.get("detail") or kind or "unknown error")
-    raw = (err.get("metadata") or {}).get("raw") if isinstance(err.get("metadata"), dict) else None
+    metadata = err.get("metadata")
+    raw = metadata.get("raw") if isinstance(metadata, dict) else None
     if raw:
         message += f"\n{raw}"
     # A specific code (context_length_exceeded) says more than a generic type.
