@@ -207,7 +207,15 @@ def anthropic_body(kind: str, size: int) -> Body:
 
 
 def openai_body(kind: str, size: int) -> Body:
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    def chunk(
+        delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None
+    ) -> str:
+        """One chunk; `delta=None` gives the usage-only chunk with empty choices."""
+        choices = (
+            []
+            if delta is None
+            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        )
         return _sse(
             None,
             {
@@ -216,10 +224,8 @@ def openai_body(kind: str, size: int) -> Body:
                 "created": 1700000000,
                 "model": "bench",
                 "system_fingerprint": "fp_bench",
-                "choices": [
-                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-                ],
-                "usage": None,  # present on every chunk when include_usage is asked for
+                "choices": choices,
+                "usage": usage,  # present (null) on every chunk when include_usage is asked for
             },
         )
 
@@ -254,26 +260,14 @@ def openai_body(kind: str, size: int) -> Body:
         ]
         finish = "tool_calls"
     parts.append(chunk({}, finish))
-    parts.append(
-        _sse(
-            None,
-            {
-                "id": "chatcmpl-bench",
-                "object": "chat.completion.chunk",
-                "created": 1700000000,
-                "model": "bench",
-                "system_fingerprint": "fp_bench",
-                "choices": [],
-                "usage": {
-                    "prompt_tokens": 25,
-                    "completion_tokens": size,
-                    "total_tokens": 25 + size,
-                    "prompt_tokens_details": {"cached_tokens": 0},
-                    "completion_tokens_details": {"reasoning_tokens": 0},
-                },
-            },
-        )
-    )
+    usage = {
+        "prompt_tokens": 25,
+        "completion_tokens": size,
+        "total_tokens": 25 + size,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+    parts.append(chunk(None, usage=usage))
     parts.append(_sse(None, "[DONE]"))
     return Body(
         "openai-completions", kind, size, "".join(parts).encode(), len(parts), text, arguments
