@@ -16,10 +16,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-
-import stream_core
-from contract_tests.grammar import assert_valid_event_stream
-from contract_tests.kit import (
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import (
     API_KEY,
     Fixture,
     Run,
@@ -29,6 +27,8 @@ from contract_tests.kit import (
     run_provider,
     sse_response,
 )
+
+import stream_core
 from stream_core import (
     MessageUpdate,
     TextContent,

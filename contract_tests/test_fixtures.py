@@ -12,10 +12,8 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import stream_core
-from contract_tests.grammar import assert_valid_event_stream
-from contract_tests.kit import (
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import (
     Fixture,
     check_expect,
     crlf,
@@ -25,6 +23,8 @@ from contract_tests.kit import (
     split_at,
     whole,
 )
+
+import stream_core
 
 CASES = [f for entry in stream_core.list_providers() for f in load_fixtures(entry.api)]
 

@@ -5,6 +5,13 @@ async with stream(model, context, options) as s:
     message = await s.result()
 """
 
+from . import _layout
+
+# In a source checkout `providers/` and `contract_tests/` sit beside this package; the wheel
+# ships them inside it. Either way they import as `stream_core.providers` and
+# `stream_core.contract_tests`, so nothing generic lands on the import path.
+__path__ = _layout.extend_checkout_path(__path__)
+
 from ._assembler import Assembler, StopRule, compute_cost
 from ._errors import (
     OVERFLOW_PATTERNS,

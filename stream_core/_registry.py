@@ -38,7 +38,7 @@ logger = logging.getLogger("stream_core")
 
 StreamFunction = Callable[..., AssistantStream]
 
-_BUILTIN_PACKAGE = "providers"
+_BUILTIN_PACKAGE = "stream_core.providers"
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from typing import Any
 import anyio
 import pytest
 import respx
+import stream_core.providers as providers
+from stream_core.contract_tests.kit import contract_model, options, sse_response
+from stream_core.providers import openai_completions
 
-import providers
 import stream_core
-from contract_tests.kit import contract_model, options, sse_response
-from providers import openai_completions
 from stream_core import (
     AssistantStream,
     Context,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import respx
+from stream_core.contract_tests.kit import sse_response
 
-from contract_tests.kit import sse_response
 from stream_core._cli import demo_body
 
 README = Path(__file__).parents[1] / "README.md"

@@ -17,9 +17,9 @@ import httpx
 import pytest
 import respx
 from pydantic import BaseModel, Field
+from stream_core.contract_tests.kit import options, sse_response
 
 import stream_core
-from contract_tests.kit import options, sse_response
 from stream_core import (
     AssistantMessage,
     Context,

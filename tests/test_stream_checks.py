@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from stream_core.providers import anthropic
 
-import providers.anthropic as anthropic
 from stream_core import Context, Model, StreamOptions, UserMessage
 
 CONTEXT = Context(messages=[UserMessage(content="hi")])
