@@ -242,7 +242,7 @@ def _translator(asm: Assembler) -> Translator:
             asm.end(key)
         elif kind == "message_start":
             message = obj.get("message") or {}
-            asm.message.response_id = message.get("id")
+            asm.set_response_id(message.get("id"))
             _usage(asm, message.get("usage"))
         elif kind == "message_delta":
             delta = obj.get("delta") or {}

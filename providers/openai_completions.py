@@ -333,8 +333,7 @@ def _translator(asm: Assembler) -> Translator:
         error = chunk.get("error")
         if error or event == "error":
             _fail(asm, chunk, error, usage)
-        if asm.message.response_id is None:
-            asm.message.response_id = chunk.get("id")
+        asm.set_response_id(chunk.get("id"))
         choices = chunk.get("choices")
         if choices:
             choice = choices[0]

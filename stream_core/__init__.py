@@ -38,6 +38,7 @@ from ._events import (
     ToolCallStart,
     event_to_json,
 )
+from ._fields import as_object, optional_field, required_field
 from ._handoff import id_normalizer, is_same_model, prepare_messages, sanitize_surrogates
 from ._json import ArgumentsError, parse_arguments, parse_partial_json
 from ._jsonl import HistoryFormatError, Record, dump_messages, load_messages, messages_only
@@ -151,6 +152,7 @@ __all__ = [
     "WireRequest",
     "__version__",
     "api_key_env",
+    "as_object",
     "audit_tool_pairs",
     "complete",
     "compute_cost",
@@ -172,6 +174,7 @@ __all__ = [
     "list_providers",
     "load_messages",
     "messages_only",
+    "optional_field",
     "parse_arguments",
     "parse_json",
     "parse_partial_json",
@@ -179,6 +182,7 @@ __all__ = [
     "register_model",
     "register_provider",
     "repair_tool_pairs",
+    "required_field",
     "sanitize_surrogates",
     "stream",
     "unregister_providers",

@@ -14,11 +14,13 @@ fragments go to `partial_json` the same way, and JSON is parsed once, at the blo
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import Literal
 
+from ._errors import ProtocolError
 from ._events import (
     AssistantStreamEvent,
     MessageUpdate,
@@ -56,12 +58,21 @@ _warned_unknown: set[tuple[str, str]] = set()
 
 
 class _Open:
-    __slots__ = ("block", "index", "kind")
+    __slots__ = ("block", "generated", "index", "kind")
 
     def __init__(self, kind: int, index: int, block: TextContent | ThinkingContent | ToolCall):
         self.kind = kind
         self.index = index
         self.block = block
+        self.generated = False
+        """The tool call's id is ours (the vendor sent none, an empty one or a repeat)."""
+
+
+def _need_str(value: object, what: str) -> None:
+    # The translators read fields through `stream_core._fields`; this is the net under
+    # them, so no vendor value of the wrong type ever reaches a block.
+    if type(value) is not str:
+        raise ProtocolError(f"{what} is {type(value).__name__}, not a string")
 
 
 class Assembler:
@@ -81,6 +92,7 @@ class Assembler:
         self._open: dict[Hashable, _Open] = {}
         self._stop_detail: str | None = None
         self._stop_rule: StopRule | None = None
+        self._call_ids: set[str] = set()
         self.finished = False
         """The vendor's terminal event arrived."""
         self.updated = False
@@ -117,6 +129,8 @@ class Assembler:
         dropped (they would start empty blocks)."""
         if not delta:
             return
+        if delta.__class__ is not str:
+            _need_str(delta, "a text delta")
         o = self._open.get(key)
         if o is None or o.kind != _TEXT:
             o = self._start(key, _TEXT, TextContent())
@@ -129,11 +143,17 @@ class Assembler:
     def start_thinking(
         self, key: Hashable, *, signature: str | None = None, redacted: bool = False
     ) -> None:
+        if signature is not None:
+            _need_str(signature, "a thinking signature")
         self._start(key, _THINKING, ThinkingContent(signature=signature, redacted=redacted))
 
     def thinking(self, key: Hashable, delta: str, *, signature: str | None = None) -> None:
         if not delta:
             return
+        if delta.__class__ is not str:
+            _need_str(delta, "a thinking delta")
+        if signature is not None:
+            _need_str(signature, "a thinking signature")
         o = self._open.get(key)
         if o is None or o.kind != _THINKING:
             o = self._start(key, _THINKING, ThinkingContent(signature=signature))
@@ -145,35 +165,70 @@ class Assembler:
 
     def thinking_signature(self, key: Hashable, fragment: str) -> None:
         """Append to the signature of an open thinking block (no event: it is not text)."""
+        _need_str(fragment, "a signature fragment")
         o = self._open.get(key)
         if o is not None and isinstance(o.block, ThinkingContent):
             o.block.signature = (o.block.signature or "") + fragment
 
     def start_tool_call(self, key: Hashable, *, id: str, name: str) -> None:
-        self._start(key, _TOOL, ToolCall(id=id, name=name))
+        self._start_call(key, id, name)
+
+    def _start_call(self, key: Hashable, id: str, name: str) -> _Open:
+        _need_str(id, "a tool call id")
+        _need_str(name, "a tool call name")
+        o = self._start(key, _TOOL, ToolCall(name=name))
+        self._assign_id(o, id)
+        return o
+
+    def _assign_id(self, o: _Open, id: str) -> None:
+        """Ids are non-empty and unique within the message (CONTRACT 2): a missing, empty or
+        repeated vendor id gets one made from the response and the call's position."""
+        call = o.block
+        assert isinstance(call, ToolCall)
+        if id and id not in self._call_ids:
+            call.id = id
+            o.generated = False
+        else:
+            msg = self.message
+            seed = msg.response_id or str(msg.timestamp)
+            digest = hashlib.blake2s(seed.encode(), digest_size=6).hexdigest()
+            call.id = f"call_{digest}_{o.index}"
+            o.generated = True
+        self._call_ids.add(call.id)
 
     def tool_call(
         self, key: Hashable, fragment: str, *, id: str | None = None, name: str | None = None
     ) -> None:
         """Append an argument fragment to the call under `key`, starting one if needed.
 
-        A different non-empty `id` under a key that is open means a new call (servers that
-        reuse index 0 for every parallel call): the open one is ended first.
+        A different vendor id under a key that is open means a new call (servers that
+        reuse index 0 for every parallel call): the open one is ended first. An id that
+        arrives after the call started replaces the one we made up. Empty fragments start
+        a call but emit no delta (deltas are never empty).
         """
         o = self._open.get(key)
         if o is not None and o.kind == _TOOL and id:
-            current = o.block.id  # type: ignore[union-attr]
-            if current and current != id:
-                o = None
-        if o is None or o.kind != _TOOL:
-            o = self._start(key, _TOOL, ToolCall(id=id or "", name=name or ""))
-        else:
             call = o.block
             assert isinstance(call, ToolCall)
-            if id and not call.id:
-                call.id = id
-            if name and call.name != name:
-                call.name = name
+            if id != call.id:
+                if not o.generated:
+                    o = None
+                elif id not in self._call_ids:
+                    self._call_ids.discard(call.id)
+                    call.id = id
+                    o.generated = False
+                    self._call_ids.add(id)
+        if o is None or o.kind != _TOOL:
+            o = self._start_call(key, id or "", name or "")
+        elif name:
+            _need_str(name, "a tool call name")
+            call = o.block
+            if call.name != name:  # type: ignore[union-attr]
+                call.name = name  # type: ignore[union-attr]
+        if not fragment:
+            return
+        if fragment.__class__ is not str:
+            _need_str(fragment, "a tool argument fragment")
         d = o.block.__dict__
         buf = d.pop("partial_json")
         buf += fragment
@@ -206,11 +261,20 @@ class Assembler:
         """Record the vendor's stop value (kept verbatim); `rule` overrides the table when
         the vendor says more elsewhere (e.g. a refusal field next to `stop`)."""
         if raw is not None:
+            _need_str(raw, "the stop reason")
             self.message.raw_stop_reason = raw
         if detail:
+            _need_str(detail, "the stop detail")
             self._stop_detail = detail
         if rule is not None:
             self._stop_rule = rule
+
+    def set_response_id(self, value: str | None) -> None:
+        """The vendor's id for this response (first one wins; None is ignored)."""
+        if value is None or self.message.response_id is not None:
+            return
+        _need_str(value, "the response id")
+        self.message.response_id = value
 
     def set_usage(
         self,
@@ -224,15 +288,15 @@ class Assembler:
         """Replace the given fields (a cumulative snapshot); None keeps what we had."""
         u = self.message.usage
         if input is not None:
-            u.input = input
+            u.input = _count(input, "usage input")
         if output is not None:
-            u.output = output
+            u.output = _count(output, "usage output")
         if cache_read is not None:
-            u.cache_read = cache_read
+            u.cache_read = _count(cache_read, "usage cache_read")
         if cache_write is not None:
-            u.cache_write = cache_write
+            u.cache_write = _count(cache_write, "usage cache_write")
         if reasoning is not None:
-            u.reasoning = reasoning
+            u.reasoning = _count(reasoning, "usage reasoning")
         self._recount()
 
     def add_usage(
@@ -246,17 +310,20 @@ class Assembler:
     ) -> None:
         """Add the given fields (a vendor that reports deltas)."""
         u = self.message.usage
-        u.input += input
-        u.output += output
-        u.cache_read += cache_read
-        u.cache_write += cache_write
-        u.reasoning += reasoning
+        u.input += _count(input, "usage input")
+        u.output += _count(output, "usage output")
+        u.cache_read += _count(cache_read, "usage cache_read")
+        u.cache_write += _count(cache_write, "usage cache_write")
+        u.reasoning += _count(reasoning, "usage reasoning")
         self._recount()
 
     def _recount(self) -> None:
         u = self.message.usage
         u.total_tokens = u.input + u.output + u.cache_read + u.cache_write
-        u.cost = compute_cost(self.model, u)
+        try:
+            u.cost = compute_cost(self.model, u)
+        except (ArithmeticError, ValueError):  # e.g. a count too large for a float
+            u.cost = None
 
     # --- the end ------------------------------------------------------------------------
 
@@ -310,6 +377,12 @@ class Assembler:
             msg.stop_reason = "tool_use"
         else:
             msg.stop_reason = "stop"
+
+
+def _count(value: object, what: str) -> int:
+    if value.__class__ is not int:
+        raise ProtocolError(f"{what} is {type(value).__name__}, not an integer")
+    return value if value >= 0 else 0
 
 
 def _finish_arguments(call: ToolCall) -> None:

@@ -30,12 +30,16 @@ class _Event(Protocol):
 class Decoder(Protocol):
     """Turns body bytes into events with `.event` and `.data`, whatever the chunking."""
 
+    media_types: tuple[str, ...]
+    """Content types that announce this framing; another 2xx answer is read whole."""
+
     def decode(self, chunk: bytes) -> Sequence[_Event]: ...
     def flush(self) -> Sequence[_Event]: ...
 
 
 class SSEBytesDecoder:
     __slots__ = ("_events", "_lines", "_started", "_text")
+    media_types: tuple[str, ...] = ("text/event-stream",)
 
     def __init__(self) -> None:
         self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -90,6 +94,12 @@ class NDJSONBytesDecoder:
     """
 
     __slots__ = ("_buffer",)
+    media_types: tuple[str, ...] = (
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/json-lines",
+    )
 
     def __init__(self) -> None:
         self._buffer = b""

@@ -18,8 +18,10 @@ import logging
 import math
 import os
 import random
+import re
 import time
 import traceback
+import typing
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -88,6 +90,10 @@ class WireAPI:
     key_required: Callable[[Model], bool] = lambda model: True
     decoder: Callable[[], Decoder] = SSEBytesDecoder
     """The body's framing: SSE, or `NDJSONBytesDecoder` for newline-delimited JSON."""
+    parse_response: Callable[[Assembler, Any], None] | None = None
+    """Reads the vendor's non-streamed JSON answer (a proxy that ignored `stream: true`)
+    as a whole: the same assembler calls as if it had streamed in one piece, ending with
+    `asm.finished = True`. None: such an answer ends the stream `protocol`."""
 
     def open(
         self, model: Model, context: Context | dict[str, Any], options: StreamOptions | None
@@ -159,6 +165,7 @@ class AssistantStream:
         self._request: httpx.Request | None = None
         self._secrets: tuple[str, ...] = ()
         self._attempt = 0
+        self._whole: Any = _NONE
 
     def __repr__(self) -> str:
         states = ("new", "connecting", "streaming", "done")
@@ -309,6 +316,9 @@ class AssistantStream:
         if response.status_code < 400:
             self._response = response
             self._chunks = response.aiter_bytes()
+            media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+            if media not in self._decoder.media_types:
+                await self._read_unstreamed(media)
             return None
         try:
             body = b""
@@ -321,6 +331,39 @@ class AssistantStream:
         finally:
             await response.aclose()
         return self._http_error(response, body)
+
+    async def _read_unstreamed(self, media: str) -> None:
+        """A 2xx answer that did not say it is our stream: read it whole and decide.
+
+        A complete JSON answer goes to `WireAPI.parse_response`; a body that decodes as
+        our framing anyway (a server that mislabels its stream) is replayed as one chunk;
+        anything else (a login page, plain text, an empty body) ends the stream `protocol`,
+        with no retry: asking again gets the same page.
+        """
+        body = b""
+        async for part in self._chunks:
+            body += part
+            if len(body) > _UNSTREAMED_LIMIT:
+                break
+        await self._close_response()
+        what = media or "no content type"
+        head = body.lstrip()
+        if self._wire.parse_response is not None and head[:1] in (b"{", b"["):
+            try:
+                obj = from_json(body, allow_inf_nan=False)
+            except ValueError:
+                raise ProtocolError(f"unreadable JSON answer ({what}): {_snippet(body)}") from None
+            self._whole = obj
+            self._chunks = _no_chunks()
+            return
+        probe = self._wire.decoder()
+        if len(body) <= _UNSTREAMED_LIMIT and [*probe.decode(body), *probe.flush()]:
+            self._chunks = _one_chunk(body)
+            return
+        raise ProtocolError(
+            f"expected a stream but got {what}"
+            + (f": {_snippet(body)}" if body.strip() else " with an empty body")
+        )
 
     def _http_error(self, response: httpx.Response, body: bytes) -> StreamError:
         vendor_type, text = vendor_error_text(body)
@@ -370,8 +413,22 @@ class AssistantStream:
         self._asm = Assembler(m, self._model, self._wire.stop_reasons, self._queue)
         self._decoder = self._wire.decoder()
         self._translate = None
+        self._whole = _NONE
 
     async def _read_chunk(self) -> None:
+        if self._whole is not _NONE:
+            obj, self._whole = self._whole, _NONE
+            assert self._wire.parse_response is not None
+            try:
+                self._wire.parse_response(self._asm, obj)
+            except StreamFailure:
+                raise
+            except Exception as exc:
+                raise ProtocolError(_unreadable("non-streamed answer", exc)) from None
+            if not self._asm.finished:
+                raise ProtocolError("the non-streamed answer was incomplete")
+            await self._finish(None)
+            return
         idle = self._options.idle_timeout
         try:
             with anyio.fail_after(idle if idle is not None else math.inf):
@@ -402,7 +459,12 @@ class AssistantStream:
             data = sse.data
             if not data:
                 continue  # no data lines: nothing to dispatch (SSE spec), e.g. a lone `retry:`
-            translate(sse.event, data)
+            try:
+                translate(sse.event, data)
+            except StreamFailure:
+                raise
+            except Exception as exc:  # vendor JSON of a shape the translator did not expect
+                raise ProtocolError(_unreadable(sse.event, exc)) from None
             if asm.finished:
                 await self._finish(None)
                 return
@@ -461,8 +523,36 @@ class AssistantStream:
             with anyio.CancelScope(shield=True):
                 await self._client.aclose()
         self._client = None
+        if error is not None and self._secrets:
+            # One place for every error text, vendor words included (an error event or a
+            # quoted malformed line may echo the key).
+            error.message = redact(error.message, self._secrets)
         self._asm.finalize(error)
         self._queue.append(MessageEnd(self.message))
+
+
+_NONE: Any = object()
+_UNSTREAMED_LIMIT = 32 * 1024 * 1024
+_TAGS = re.compile(r"<[^>]*>|\s+")
+
+
+def _snippet(body: bytes, limit: int = 200) -> str:
+    """The first words of a body, markup stripped, for an error message."""
+    text = _TAGS.sub(" ", body[: limit * 8].decode("utf-8", "replace")).strip()
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _unreadable(event: str, exc: Exception) -> str:
+    return f"unreadable {event or 'data'} event: {type(exc).__name__}: {exc}"
+
+
+async def _one_chunk(body: bytes) -> typing.AsyncIterator[bytes]:
+    yield body
+
+
+async def _no_chunks() -> typing.AsyncIterator[bytes]:
+    return
+    yield b""  # pragma: no cover
 
 
 def _close_awaitable(awaitable: Awaitable[Any]) -> None:
