@@ -1,0 +1,210 @@
+"""What a usage costs, in USD.
+
+genai-prices (pydantic's maintained price data) prices the model where it knows it: cache
+reads, cache writes by TTL, tiers by prompt size, service tiers. Where it does not, the
+model's own `prices` (the catalog's list price, or the caller's) apply. Where nobody knows,
+the cost is None, never 0, and computing it never raises: a cost is advisory and the rest
+of the message stands.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Literal
+
+import httpx
+
+from ._models import Model
+from ._types import Cost, Usage
+
+if TYPE_CHECKING:
+    from ._options import StreamOptions
+
+__all__ = ["CostContext", "compute_cost", "cost_context", "long_cache_honored"]
+
+logger = logging.getLogger("stream_core")
+
+# Our provider names -> genai-prices' provider ids. A provider missing here (a local
+# server, a plugin's) is looked up by its base URL, which genai-prices also matches.
+_GENAI_PROVIDER: dict[str, str] = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "azure-openai": "azure",
+    "google": "google",
+    "google-vertex": "google",
+    "amazon-bedrock": "aws",
+    "mistral": "mistral",
+    "openrouter": "openrouter",
+    "groq": "groq",
+    "xai": "x-ai",
+    "deepseek": "deepseek",
+    "cerebras": "cerebras",
+    "together": "together",
+    "fireworks": "fireworks",
+}
+
+_MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class CostContext:
+    """What a request chose that changes its price."""
+
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    """Lifetime of the cache entries the request wrote (1h writes cost more)."""
+    service_tier: str | None = None
+    """OpenAI's `service_tier` ("flex", "priority", ...); None is the standard price."""
+
+
+_DEFAULT = CostContext()
+_warned_hosts: set[str] = set()
+
+
+def long_cache_honored(model: Model) -> bool:
+    """Whether `cache_retention="long"` can ask this endpoint for 1-hour cache entries.
+
+    Anthropic's own API takes the `ttl` field; proxies and other hosts speaking its
+    protocol may reject it, so they get the default 5 minutes.
+    """
+    if model.api != "anthropic-messages":
+        return True
+    return httpx.URL(model.base_url).host == "api.anthropic.com"
+
+
+def cost_context(model: Model, options: StreamOptions) -> CostContext:
+    """The pricing choices of one call; warns once per host when "long" cannot be had."""
+    ttl: Literal["5m", "1h"] = "5m"
+    if options.cache_retention == "long":
+        if long_cache_honored(model):
+            ttl = "1h"
+        else:
+            host = httpx.URL(model.base_url).host
+            if host not in _warned_hosts:
+                _warned_hosts.add(host)
+                logger.warning(
+                    "%s: cache_retention='long' needs api.anthropic.com; "
+                    "this host gets 5-minute cache entries, priced as such",
+                    host,
+                )
+    tier = options.extra.get("service_tier")
+    if not isinstance(tier, str) or tier == "auto":
+        tier = None
+    if ttl == "5m" and tier is None:
+        return _DEFAULT
+    return CostContext(cache_ttl=ttl, service_tier=tier)
+
+
+# --- genai-prices ---------------------------------------------------------------------------
+
+_snapshot: Any = None
+_found: dict[tuple[str, str, str], Any] = {}
+
+
+def _genai_model(model: Model) -> Any:
+    """genai-prices' entry for `model`, or None; looked up once per model (misses too),
+    and again only if genai-prices' data snapshot is replaced (its auto-update)."""
+    global _snapshot
+    from genai_prices import data_snapshot
+
+    snapshot = data_snapshot.get_snapshot()
+    if snapshot is not _snapshot:
+        _found.clear()
+        _snapshot = snapshot
+    key = (model.provider, model.id, model.base_url)
+    if key in _found:
+        return _found[key]
+    provider_id = _GENAI_PROVIDER.get(model.provider)
+    try:
+        if provider_id is not None:
+            _, found = snapshot.find_provider_model(model.id, None, provider_id, None)
+        else:
+            _, found = snapshot.find_provider_model(model.id, None, None, model.base_url)
+    except LookupError:
+        found = None
+    _found[key] = found
+    return found
+
+
+def _genai_cost(info: Any, usage: Usage, context: CostContext) -> Cost | None:
+    from genai_prices.types import calc_unit_price
+
+    price_context = {"service_tier": context.service_tier} if context.service_tier else None
+    prices = info.get_prices(datetime.now(tz=UTC), price_context)
+    # genai-prices counts input with cache reads and writes in it; tiers key off that sum.
+    prompt = usage.input + usage.cache_read + usage.cache_write
+    base = prices.input_mtok
+    if base is None or prices.output_mtok is None:
+        return None
+    write = prices.cache_write_mtok
+    if context.cache_ttl == "1h" and prices.cache_write_1h_mtok is not None:
+        write = prices.cache_write_1h_mtok
+    elif write is None:
+        write = prices.cache_write_5m_mtok
+    read = prices.cache_read_mtok
+    parts = []
+    # An unpriced cache read or write is billed as plain input (as genai-prices does).
+    for tokens, price in (
+        (usage.input, base),
+        (usage.output, prices.output_mtok),
+        (usage.cache_read, base if read is None else read),
+        (usage.cache_write, base if write is None else write),
+    ):
+        parts.append(float(calc_unit_price(price, tokens, prompt, 1) / _MILLION))
+    return Cost(
+        input=parts[0],
+        output=parts[1],
+        cache_read=parts[2],
+        cache_write=parts[3],
+        total=math.fsum(parts),
+    )
+
+
+# --- the model's own prices -----------------------------------------------------------------
+
+
+def _list_cost(model: Model, usage: Usage) -> Cost | None:
+    p = model.prices
+    if p.input is None or p.output is None:
+        return None
+    parts = []
+    for tokens, price in (
+        (usage.input, p.input),
+        (usage.output, p.output),
+        (usage.cache_read, p.cache_read),
+        (usage.cache_write, p.cache_write),
+    ):
+        if price is None:
+            if tokens:
+                return None
+            parts.append(0.0)
+        else:
+            parts.append(float(Decimal(tokens) * Decimal(price) / _MILLION))
+    return Cost(
+        input=parts[0],
+        output=parts[1],
+        cache_read=parts[2],
+        cache_write=parts[3],
+        total=math.fsum(parts),
+    )
+
+
+def compute_cost(model: Model, usage: Usage, context: CostContext | None = None) -> Cost | None:
+    """USD for `usage` on `model`; None when a needed price is unknown or the numbers are
+    beyond pricing (negative, or too large for a float). Never raises."""
+    if min(usage.input, usage.output, usage.cache_read, usage.cache_write) < 0:
+        return None
+    try:
+        info = _genai_model(model)
+        cost = None if info is None else _genai_cost(info, usage, context or _DEFAULT)
+        if cost is None:
+            cost = _list_cost(model, usage)
+    except Exception:  # noqa: BLE001 - third-party price data must not break a message
+        logger.debug("cost of %s/%s could not be computed", model.provider, model.id)
+        return None
+    if cost is None or not math.isfinite(cost.total):
+        return None
+    return cost
