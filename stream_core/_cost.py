@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from ._models import Model
+from ._models import Model, ModelPrices
 from ._types import Cost, Usage
 
 if TYPE_CHECKING:
@@ -208,3 +208,29 @@ def compute_cost(model: Model, usage: Usage, context: CostContext | None = None)
     if cost is None or not math.isfinite(cost.total):
         return None
     return cost
+
+
+def list_prices(model: Model) -> ModelPrices:
+    """USD per million tokens that `compute_cost` starts from for `model` (the base tier,
+    standard service, 5-minute cache writes): genai-prices' where it knows the model."""
+    try:
+        info = _genai_model(model)
+        if info is not None:
+            p = info.get_prices(datetime.now(tz=UTC))
+
+            def base(value: Any) -> float | None:
+                value = getattr(value, "base", value)
+                return None if value is None else float(value)
+
+            write = p.cache_write_mtok if p.cache_write_mtok is not None else p.cache_write_5m_mtok
+            found = ModelPrices(
+                input=base(p.input_mtok),
+                output=base(p.output_mtok),
+                cache_read=base(p.cache_read_mtok),
+                cache_write=base(write),
+            )
+            if found.input is not None and found.output is not None:
+                return found
+    except Exception:  # noqa: BLE001 - as in compute_cost
+        pass
+    return model.prices
