@@ -26,6 +26,7 @@ from typing import Any, TextIO
 import anyio
 import httpx
 
+from ._cost import list_prices
 from ._events import (
     AssistantStreamEvent,
     Delta,
@@ -42,7 +43,6 @@ from ._events import (
     ToolCallStart,
     event_to_json,
 )
-from ._cost import list_prices
 from ._models import Model, get_model, list_models, model_apis
 from ._options import StreamOptions
 from ._registry import api_key_env, get_provider, stream

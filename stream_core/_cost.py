@@ -138,6 +138,8 @@ def _genai_cost(info: Any, usage: Usage, context: CostContext) -> Cost | None:
     prompt = usage.input + usage.cache_read + usage.cache_write
     base = prices.input_mtok
     if base is None or prices.output_mtok is None:
+        if not any(v is not None for v in vars(prices).values()):
+            return Cost()  # listed without a single price: free (`:free` routes, Gemma)
         return None
     write = prices.cache_write_mtok
     if context.cache_ttl == "1h" and prices.cache_write_1h_mtok is not None:
