@@ -13,7 +13,6 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
@@ -46,8 +45,6 @@ _GENAI_PROVIDER: dict[str, str] = {
     "together": "together",
     "fireworks": "fireworks",
 }
-
-_MILLION = Decimal(1_000_000)
 
 
 @dataclass(frozen=True)
@@ -113,6 +110,7 @@ def _genai_model(model: Model) -> Any:
     snapshot = data_snapshot.get_snapshot()
     if snapshot is not _snapshot:
         _found.clear()
+        _rates_cache.clear()
         _snapshot = snapshot
     key = (model.provider, model.id, model.base_url)
     if key in _found:
@@ -129,33 +127,71 @@ def _genai_model(model: Model) -> Any:
     return found
 
 
-def _genai_cost(info: Any, usage: Usage, context: CostContext) -> Cost | None:
-    from genai_prices.types import calc_unit_price
+# USD per million tokens from the first token, then from each tier's start (exclusive).
+_Rate = tuple[float, tuple[tuple[int, float], ...]]
+_FREE: tuple[_Rate, ...] = ()
+_rates_cache: dict[tuple[int, str, str | None], tuple[_Rate, ...] | None] = {}
 
-    price_context = {"service_tier": context.service_tier} if context.service_tier else None
-    prices = info.get_prices(datetime.now(tz=UTC), price_context)
-    # genai-prices counts input with cache reads and writes in it; tiers key off that sum.
-    prompt = usage.input + usage.cache_read + usage.cache_write
-    base = prices.input_mtok
-    if base is None or prices.output_mtok is None:
-        if not any(v is not None for v in vars(prices).values()):
-            return Cost()  # listed without a single price: free (`:free` routes, Gemma)
+
+def _rate(price: Any) -> _Rate:
+    tiers = getattr(price, "tiers", None)
+    if tiers is None:
+        return (float(price), ())
+    return (float(price.base), tuple((t.start, float(t.price)) for t in tiers))
+
+
+def _rates(info: Any, context: CostContext) -> tuple[_Rate, ...] | None:
+    """(input, output, cache read, cache write) rates for this call; `_FREE` for a model
+    listed without prices, None when input or output has no price."""
+    tier = context.service_tier
+    # Plain prices never change between calls; dated or tiered-by-service ones may.
+    fixed = not isinstance(info.prices, list) and (tier is None or not info.price_variants)
+    key = (id(info), context.cache_ttl, tier)
+    if fixed and key in _rates_cache:
+        return _rates_cache[key]
+    prices = info.get_prices(datetime.now(tz=UTC), {"service_tier": tier} if tier else None)
+    base, output = prices.input_mtok, prices.output_mtok
+    found: tuple[_Rate, ...] | None
+    if base is None or output is None:
+        # Listed without a single price means free (`:free` routes, Gemma on Google).
+        found = _FREE if not any(v is not None for v in vars(prices).values()) else None
+    else:
+        write = prices.cache_write_mtok
+        if context.cache_ttl == "1h" and prices.cache_write_1h_mtok is not None:
+            write = prices.cache_write_1h_mtok
+        elif write is None:
+            write = prices.cache_write_5m_mtok
+        read = prices.cache_read_mtok
+        # An unpriced cache read or write is billed as plain input (as genai-prices does).
+        found = (
+            _rate(base),
+            _rate(output),
+            _rate(base if read is None else read),
+            _rate(base if write is None else write),
+        )
+    if fixed:
+        _rates_cache[key] = found
+    return found
+
+
+def _genai_cost(info: Any, usage: Usage, context: CostContext) -> Cost | None:
+    rates = _rates(info, context)
+    if rates is None:
         return None
-    write = prices.cache_write_mtok
-    if context.cache_ttl == "1h" and prices.cache_write_1h_mtok is not None:
-        write = prices.cache_write_1h_mtok
-    elif write is None:
-        write = prices.cache_write_5m_mtok
-    read = prices.cache_read_mtok
+    if rates is _FREE:
+        return Cost()
+    # genai-prices counts input with cache reads and writes in it; tiers key off that sum,
+    # and crossing one reprices every token.
+    prompt = usage.input + usage.cache_read + usage.cache_write
     parts = []
-    # An unpriced cache read or write is billed as plain input (as genai-prices does).
-    for tokens, price in (
-        (usage.input, base),
-        (usage.output, prices.output_mtok),
-        (usage.cache_read, base if read is None else read),
-        (usage.cache_write, base if write is None else write),
+    for tokens, (price, tiers) in zip(
+        (usage.input, usage.output, usage.cache_read, usage.cache_write), rates, strict=True
     ):
-        parts.append(float(calc_unit_price(price, tokens, prompt, 1) / _MILLION))
+        for start, tier_price in reversed(tiers):
+            if prompt > start:
+                price = tier_price
+                break
+        parts.append(tokens * price / 1_000_000)
     return Cost(
         input=parts[0],
         output=parts[1],
@@ -184,7 +220,7 @@ def _list_cost(model: Model, usage: Usage) -> Cost | None:
                 return None
             parts.append(0.0)
         else:
-            parts.append(float(Decimal(tokens) * Decimal(price) / _MILLION))
+            parts.append(tokens * price / 1_000_000)
     return Cost(
         input=parts[0],
         output=parts[1],
