@@ -43,7 +43,7 @@ from ._events import (
     ToolCallStart,
     event_to_json,
 )
-from ._models import Model, get_model, list_models, model_apis
+from ._models import Model, catalog_source, get_model, list_models, model_apis
 from ._options import StreamOptions
 from ._registry import api_key_env, get_provider, stream
 from ._types import (
@@ -623,6 +623,13 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for r in rows:
             out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
         out.write("\n")
+    from genai_prices import __version__ as prices_version
+
+    source = catalog_source()
+    out.write(
+        f"catalog: models.dev {source['revision'][:12]} ({source['licence']}); prices: "
+        f"genai-prices {prices_version} where it knows the model, else the catalog's\n"
+    )
     return 0
 
 

@@ -286,6 +286,8 @@ def test_models_command_lists_one_provider(capsys: pytest.CaptureFixture[str]) -
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("anthropic (18 models")
+    assert lines[-1].startswith("catalog: models.dev f3fc69229967 (MIT")
+    assert "genai-prices" in lines[-1]
     assert lines[1].split() == [
         "ID", "API", "CONTEXT", "MAX", "OUT", "IN", "OUT", "CACHE", "R", "CACHE", "W", "REASON",
         "IMG",
