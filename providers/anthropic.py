@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
 from stream_core import (
     Assembler,
     AssistantMessage,
@@ -33,6 +31,7 @@ from stream_core import (
     WireRequest,
     error_from_vendor,
     id_normalizer,
+    long_cache_honored,
     parse_json,
     prepare_messages,
     vendor_error_fields,
@@ -119,7 +118,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
     if options.cache_retention == "none":
         return None
-    if options.cache_retention == "long" and httpx.URL(model.base_url).host == "api.anthropic.com":
+    if options.cache_retention == "long" and long_cache_honored(model):
         return {"type": "ephemeral", "ttl": "1h"}
     return {"type": "ephemeral"}
 

@@ -12,7 +12,8 @@ from . import _layout
 # `stream_core.contract_tests`, so nothing generic lands on the import path.
 __path__ = _layout.extend_checkout_path(__path__)
 
-from ._assembler import Assembler, StopRule, compute_cost
+from ._assembler import Assembler, StopRule
+from ._cost import CostContext, compute_cost, long_cache_honored
 from ._errors import (
     OVERFLOW_PATTERNS,
     ProtocolError,
@@ -106,6 +107,7 @@ __all__ = [
     "AssistantStreamEvent",
     "Context",
     "Cost",
+    "CostContext",
     "Decoder",
     "Delta",
     "ErrorKind",
@@ -173,6 +175,7 @@ __all__ = [
     "list_models",
     "list_providers",
     "load_messages",
+    "long_cache_honored",
     "messages_only",
     "optional_field",
     "parse_arguments",

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import Literal
 
+from ._cost import CostContext, compute_cost
 from ._errors import ProtocolError
 from ._events import (
     AssistantStreamEvent,
@@ -38,12 +39,10 @@ from ._json import ArgumentsError, parse_arguments, parse_partial_json
 from ._models import Model
 from ._types import (
     AssistantMessage,
-    Cost,
     StreamError,
     TextContent,
     ThinkingContent,
     ToolCall,
-    Usage,
 )
 
 __all__ = ["Assembler", "StopRule", "compute_cost"]
@@ -84,9 +83,11 @@ class Assembler:
         model: Model,
         stop_reasons: Mapping[str, StopRule],
         out: deque[AssistantStreamEvent],
+        pricing: CostContext | None = None,
     ) -> None:
         self.message = message
         self.model = model
+        self.pricing = pricing
         self.out = out
         self._stop_reasons = stop_reasons
         self._open: dict[Hashable, _Open] = {}
@@ -320,10 +321,7 @@ class Assembler:
     def _recount(self) -> None:
         u = self.message.usage
         u.total_tokens = u.input + u.output + u.cache_read + u.cache_write
-        try:
-            u.cost = compute_cost(self.model, u)
-        except (ArithmeticError, ValueError):  # e.g. a count too large for a float
-            u.cost = None
+        u.cost = compute_cost(self.model, u, self.pricing)  # total: None when it cannot be
 
     # --- the end ------------------------------------------------------------------------
 
@@ -395,30 +393,3 @@ def _finish_arguments(call: ToolCall) -> None:
         call.truncated = True
         return
     call.partial_json = ""
-
-
-def compute_cost(model: Model, usage: Usage) -> Cost | None:
-    """USD for `usage` at `model`'s prices; None when a needed price is unknown."""
-    p = model.prices
-    parts = []
-    for tokens, price in (
-        (usage.input, p.input),
-        (usage.output, p.output),
-        (usage.cache_read, p.cache_read),
-        (usage.cache_write, p.cache_write),
-    ):
-        if price is None:
-            if tokens:
-                return None
-            parts.append(0.0)
-        else:
-            parts.append(tokens * price / 1_000_000)
-    if p.input is None or p.output is None:
-        return None
-    return Cost(
-        input=parts[0],
-        output=parts[1],
-        cache_read=parts[2],
-        cache_write=parts[3],
-        total=sum(parts),
-    )

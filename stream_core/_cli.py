@@ -26,6 +26,7 @@ from typing import Any, TextIO
 import anyio
 import httpx
 
+from ._cost import list_prices
 from ._events import (
     AssistantStreamEvent,
     Delta,
@@ -42,7 +43,7 @@ from ._events import (
     ToolCallStart,
     event_to_json,
 )
-from ._models import Model, get_model
+from ._models import Model, catalog_source, get_model, list_models, model_apis
 from ._options import StreamOptions
 from ._registry import api_key_env, get_provider, stream
 from ._types import (
@@ -576,6 +577,62 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 1 if message.stop_reason in ("error", "aborted") else 0
 
 
+# --- models ---------------------------------------------------------------------------------
+
+
+def _tokens(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n >= 1_000:
+        return f"{n / 1_000:.0f}k"
+    return str(n)
+
+
+def _usd(price: float | None) -> str:
+    return "-" if price is None else f"{price:g}"
+
+
+def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    models = list_models(args.provider)
+    if not models:
+        known = sorted({m.provider for m in list_models()})
+        return _usage_error(
+            err, f"no models for provider {args.provider!r}; known: {', '.join(known)}"
+        )
+    head = ("ID", "API", "CONTEXT", "MAX OUT", "IN", "OUT", "CACHE R", "CACHE W", "REASON", "IMG")
+    for provider in sorted({m.provider for m in models}):
+        rows = [head]
+        for m in (m for m in models if m.provider == provider):
+            p = list_prices(m)
+            rows.append(
+                (
+                    m.id,
+                    ",".join(model_apis(m.provider, m.id)) or m.api,
+                    _tokens(m.context_window),
+                    _tokens(m.max_tokens),
+                    _usd(p.input),
+                    _usd(p.output),
+                    _usd(p.cache_read),
+                    _usd(p.cache_write),
+                    "yes" if m.reasoning else "no",
+                    "yes" if "image" in m.input else "no",
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        out.write(f"{provider} ({len(rows) - 1} models; prices in USD per million tokens)\n")
+        for r in rows:
+            out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+        out.write("\n")
+    from genai_prices import __version__ as prices_version
+
+    source = catalog_source()
+    out.write(
+        f"catalog: models.dev {source['revision'][:12]} ({source['licence']}); prices: "
+        f"genai-prices {prices_version} where it knows the model, else the catalog's\n"
+    )
+    return 0
+
+
 # --- entry point ----------------------------------------------------------------------------
 
 
@@ -671,6 +728,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=["minimal", "low", "medium", "high"],
         help="ask for thinking at this effort (reasoning models)",
     )
+    models = sub.add_parser(
+        "models",
+        help="list the catalog's models: window, prices, reasoning, images",
+        description="List the catalog's models (from models.dev; prices from genai-prices "
+        "where it knows the model, else the catalog's list price).",
+    )
+    models.add_argument("provider", nargs="?", metavar="PROVIDER", help="only this provider")
     return parser
 
 
@@ -689,6 +753,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_replay(args, out, err)
         if args.command == "chat":
             return _cmd_chat(args, out, err)
+        if args.command == "models":
+            return _cmd_models(args, out, err)
     except KeyboardInterrupt:
         err.write("\ninterrupted\n")
         return 130
@@ -697,4 +763,4 @@ def main(argv: list[str] | None = None) -> int:
         _silence(out)
         return 1
     parser.print_usage(err)
-    return _usage_error(err, "choose a command: demo, replay or chat")
+    return _usage_error(err, "choose a command: demo, replay, chat or models")

@@ -1,15 +1,21 @@
-"""Model descriptions and the small built-in catalog.
+"""Model descriptions and the catalog.
 
 A `Model` is plain data: which wire API speaks to it, where, and what it costs. Custom
 models (a local vLLM, a fine-tune, a proxy) are ordinary constructors; the catalog only
-saves typing for the common ones.
+saves typing for the common ones. It is `catalog.json`, generated from models.dev's data by
+`scripts/generate_catalog.py` and read on first use.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
+import re
+from importlib import resources
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import from_json
 
 __all__ = ["Model", "ModelPrices", "get_model", "list_models", "register_model"]
 
@@ -44,253 +50,120 @@ class Model(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     compat: dict[str, Any] = Field(default_factory=dict)
     """Per-endpoint flags overriding the provider's detected defaults, field by field."""
+    knowledge: str | None = None
+    """Training-data cut-off ("YYYY-MM" or "YYYY-MM-DD"), when published."""
 
     def __repr__(self) -> str:
         return f"Model(provider={self.provider!r}, id={self.id!r}, api={self.api!r})"
 
 
-def _m(
-    provider: str,
-    api: str,
-    base_url: str,
-    id: str,
-    name: str,
-    *,
-    prices: tuple[float, float, float | None, float | None],
-    context: int,
-    max_tokens: int,
-    reasoning: bool = False,
-    image: bool = True,
-) -> Model:
-    inp, out, cr, cw = prices
+# A dated snapshot id: Anthropic's -20250929, OpenAI's -2024-08-06.
+_SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
+
+_registered: dict[tuple[str, str], Model] = {}
+
+
+@functools.cache
+def _catalog() -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
+    """(provider rows, entries by (provider, id)), parsed once on first use."""
+    data = from_json(resources.files(__package__).joinpath("catalog.json").read_bytes())
+    providers: dict[str, dict[str, Any]] = data["providers"]
+    entries = {(m["provider"], m["id"]): m for m in data["models"]}
+    return providers, entries
+
+
+def catalog_source() -> dict[str, str]:
+    """Where the shipped catalog came from (models.dev URL, revision, licence)."""
+    data = from_json(resources.files(__package__).joinpath("catalog.json").read_bytes())
+    source: dict[str, str] = data["source"]
+    return source
+
+
+def model_apis(provider: str, model_id: str) -> list[str]:
+    """The wire APIs the catalog knows `provider`/`model_id` through, default first."""
+    providers, entries = _catalog()
+    entry = entries.get((provider, model_id))
+    if entry is None:
+        return []
+    apis: list[str] = entry.get("apis") or providers[provider]["apis"]
+    return apis
+
+
+def _build(entry: dict[str, Any], api: str | None = None) -> Model:
+    row = _catalog()[0][entry["provider"]]
+    apis = entry.get("apis") or row["apis"]
     return Model(
-        id=id,
-        name=name,
-        api=api,
-        provider=provider,
-        base_url=base_url,
-        reasoning=reasoning,
-        input=["text", "image"] if image else ["text"],
-        prices=ModelPrices(input=inp, output=out, cache_read=cr, cache_write=cw),
-        context_window=context,
-        max_tokens=max_tokens,
+        id=entry["id"],
+        name=entry["name"],
+        api=api or apis[0],
+        provider=entry["provider"],
+        base_url=row["base_url"],
+        reasoning=entry["reasoning"],
+        input=entry["input"],
+        prices=ModelPrices(**entry.get("prices", {})),
+        context_window=entry["context_window"],
+        max_tokens=entry["max_tokens"],
+        compat=dict(row.get("compat", {})),
+        knowledge=entry.get("knowledge"),
     )
 
 
-_ANTHROPIC = ("anthropic", "anthropic-messages", "https://api.anthropic.com")
-_OPENAI = ("openai", "openai-completions", "https://api.openai.com/v1")
-_GROQ = ("groq", "openai-completions", "https://api.groq.com/openai/v1")
-_XAI = ("xai", "openai-completions", "https://api.x.ai/v1")
-_DEEPSEEK = ("deepseek", "openai-completions", "https://api.deepseek.com")
-
-# Published list prices (USD / million tokens) at the time of writing; check before billing.
-_CATALOG: list[Model] = [
-    _m(
-        *_ANTHROPIC,
-        "claude-opus-4-5",
-        "Claude Opus 4.5",
-        prices=(5, 25, 0.5, 6.25),
-        context=200_000,
-        max_tokens=64_000,
-        reasoning=True,
-    ),
-    _m(
-        *_ANTHROPIC,
-        "claude-sonnet-4-5",
-        "Claude Sonnet 4.5",
-        prices=(3, 15, 0.3, 3.75),
-        context=200_000,
-        max_tokens=64_000,
-        reasoning=True,
-    ),
-    _m(
-        *_ANTHROPIC,
-        "claude-haiku-4-5",
-        "Claude Haiku 4.5",
-        prices=(1, 5, 0.1, 1.25),
-        context=200_000,
-        max_tokens=64_000,
-        reasoning=True,
-    ),
-    _m(
-        *_ANTHROPIC,
-        "claude-opus-4-1",
-        "Claude Opus 4.1",
-        prices=(15, 75, 1.5, 18.75),
-        context=200_000,
-        max_tokens=32_000,
-        reasoning=True,
-    ),
-    _m(
-        *_ANTHROPIC,
-        "claude-sonnet-4-0",
-        "Claude Sonnet 4",
-        prices=(3, 15, 0.3, 3.75),
-        context=200_000,
-        max_tokens=64_000,
-        reasoning=True,
-    ),
-    _m(
-        *_ANTHROPIC,
-        "claude-3-5-haiku-latest",
-        "Claude Haiku 3.5",
-        prices=(0.8, 4, 0.08, 1),
-        context=200_000,
-        max_tokens=8_192,
-    ),
-    _m(
-        *_OPENAI,
-        "gpt-4o",
-        "GPT-4o",
-        prices=(2.5, 10, 1.25, None),
-        context=128_000,
-        max_tokens=16_384,
-    ),
-    _m(
-        *_OPENAI,
-        "gpt-4o-mini",
-        "GPT-4o mini",
-        prices=(0.15, 0.6, 0.075, None),
-        context=128_000,
-        max_tokens=16_384,
-    ),
-    _m(
-        *_OPENAI,
-        "gpt-4.1",
-        "GPT-4.1",
-        prices=(2, 8, 0.5, None),
-        context=1_047_576,
-        max_tokens=32_768,
-    ),
-    _m(
-        *_OPENAI,
-        "gpt-4.1-mini",
-        "GPT-4.1 mini",
-        prices=(0.4, 1.6, 0.1, None),
-        context=1_047_576,
-        max_tokens=32_768,
-    ),
-    _m(
-        *_OPENAI,
-        "gpt-4.1-nano",
-        "GPT-4.1 nano",
-        prices=(0.1, 0.4, 0.025, None),
-        context=1_047_576,
-        max_tokens=32_768,
-    ),
-    _m(
-        *_OPENAI,
-        "gpt-5",
-        "GPT-5",
-        prices=(1.25, 10, 0.125, None),
-        context=400_000,
-        max_tokens=128_000,
-        reasoning=True,
-    ),
-    _m(
-        *_OPENAI,
-        "gpt-5-mini",
-        "GPT-5 mini",
-        prices=(0.25, 2, 0.025, None),
-        context=400_000,
-        max_tokens=128_000,
-        reasoning=True,
-    ),
-    _m(
-        *_OPENAI,
-        "o4-mini",
-        "o4-mini",
-        prices=(1.1, 4.4, 0.275, None),
-        context=200_000,
-        max_tokens=100_000,
-        reasoning=True,
-    ),
-    _m(
-        *_GROQ,
-        "llama-3.3-70b-versatile",
-        "Llama 3.3 70B (Groq)",
-        prices=(0.59, 0.79, None, None),
-        context=131_072,
-        max_tokens=32_768,
-        image=False,
-    ),
-    _m(
-        *_GROQ,
-        "qwen/qwen3-32b",
-        "Qwen3 32B (Groq)",
-        prices=(0.29, 0.59, None, None),
-        context=131_072,
-        max_tokens=40_960,
-        reasoning=True,
-        image=False,
-    ),
-    _m(
-        *_GROQ,
-        "openai/gpt-oss-120b",
-        "gpt-oss-120b (Groq)",
-        prices=(0.15, 0.6, None, None),
-        context=131_072,
-        max_tokens=65_536,
-        reasoning=True,
-        image=False,
-    ),
-    _m(
-        *_XAI,
-        "grok-3-mini",
-        "Grok 3 mini",
-        prices=(0.3, 0.5, 0.075, None),
-        context=131_072,
-        max_tokens=16_384,
-        reasoning=True,
-        image=False,
-    ),
-    _m(
-        *_XAI,
-        "grok-4",
-        "Grok 4",
-        prices=(3, 15, 0.75, None),
-        context=256_000,
-        max_tokens=64_000,
-        reasoning=True,
-    ),
-    _m(
-        *_DEEPSEEK,
-        "deepseek-chat",
-        "DeepSeek V3 (chat)",
-        prices=(0.27, 1.1, 0.07, None),
-        context=128_000,
-        max_tokens=8_192,
-        image=False,
-    ),
-    _m(
-        *_DEEPSEEK,
-        "deepseek-reasoner",
-        "DeepSeek R1 (reasoner)",
-        prices=(0.55, 2.19, 0.14, None),
-        context=128_000,
-        max_tokens=64_000,
-        reasoning=True,
-        image=False,
-    ),
-]
-
-_BY_KEY: dict[tuple[str, str], Model] = {(m.provider, m.id): m for m in _CATALOG}
+def _find(provider: str, model_id: str, api: str | None) -> Model | None:
+    found = _registered.get((provider, model_id))
+    if found is not None:
+        return found if api is None or api == found.api else None
+    entry = _catalog()[1].get((provider, model_id))
+    if entry is None:
+        return None
+    if api is not None and api not in model_apis(provider, model_id):
+        raise KeyError(
+            f"{provider}/{model_id} is not served through {api!r} "
+            f"(it is through: {', '.join(model_apis(provider, model_id))})"
+        )
+    return _build(entry, api)
 
 
-def get_model(provider: str, model_id: str) -> Model:
-    """The catalog entry for `provider`/`model_id`; `KeyError` naming what exists otherwise."""
-    try:
-        return _BY_KEY[(provider, model_id)]
-    except KeyError:
-        known = sorted(m.id for m in _BY_KEY.values() if m.provider == provider)
-        hint = f"known for {provider!r}: {', '.join(known)}" if known else "unknown provider"
-        raise KeyError(f"no model {model_id!r} for provider {provider!r} ({hint})") from None
+def get_model(provider: str, model_id: str | None = None, *, api: str | None = None) -> Model:
+    """The catalog entry for `provider`/`model_id` (or one "provider/model" string).
+
+    A dated snapshot the catalog does not list resolves to its undated entry, keeping the
+    dated id for the wire. `api` picks another wire API the model is served through (e.g.
+    "openai-responses"). A miss raises `KeyError` naming the closest known ids.
+    """
+    if model_id is None:
+        provider, _, model_id = provider.partition("/")
+    model = _find(provider, model_id, api)
+    if model is None:
+        base = _SNAPSHOT.sub("", model_id)
+        if base != model_id:
+            found = _find(provider, base, api)
+            if found is not None:
+                model = found.model_copy(update={"id": model_id})
+    if model is not None:
+        return model
+    known = sorted({p for p, _ in _catalog()[1]} | {p for p, _ in _registered})
+    if provider not in known:
+        close = difflib.get_close_matches(provider, known, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(known)}"
+        raise KeyError(f"unknown provider {provider!r} ({hint})")
+    ids = [m.id for m in list_models(provider)]
+    close = difflib.get_close_matches(model_id, ids, n=5, cutoff=0.4)
+    hint = f"close: {', '.join(close)}" if close else f"{len(ids)} known, see list_models()"
+    raise KeyError(f"no model {model_id!r} for provider {provider!r} ({hint})")
 
 
 def list_models(provider: str | None = None) -> list[Model]:
-    return [m for m in _BY_KEY.values() if provider is None or m.provider == provider]
+    """Catalog and registered models (registered ones win), sorted by provider and id."""
+    found = {
+        key: entry for key, entry in _catalog()[1].items() if provider is None or key[0] == provider
+    }
+    models = {key: _build(e) for key, e in found.items() if key not in _registered}
+    models.update(
+        (key, m) for key, m in _registered.items() if provider is None or key[0] == provider
+    )
+    return [models[key] for key in sorted(models)]
 
 
 def register_model(model: Model) -> None:
     """Add or replace a catalog entry (plugins use this for their models)."""
-    _BY_KEY[(model.provider, model.id)] = model
+    _registered[(model.provider, model.id)] = model

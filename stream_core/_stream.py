@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from ._assembler import Assembler, StopRule
+from ._cost import cost_context
 from ._errors import ProtocolError, StreamFailure, error_from_status, redact
 from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
@@ -155,7 +156,8 @@ class AssistantStream:
         self._options = options
         self._queue: deque[AssistantStreamEvent] = deque()
         self.message = AssistantMessage(api=wire.api, provider=model.provider, model=model.id)
-        self._asm = Assembler(self.message, model, wire.stop_reasons, self._queue)
+        self._pricing = cost_context(model, options)
+        self._asm = Assembler(self.message, model, wire.stop_reasons, self._queue, self._pricing)
         self._state = _START
         self._client: httpx.AsyncClient | None = None
         self._response: httpx.Response | None = None
@@ -410,7 +412,7 @@ class AssistantStream:
         m.raw_stop_reason = None
         m.response_id = None
         self._queue.clear()
-        self._asm = Assembler(m, self._model, self._wire.stop_reasons, self._queue)
+        self._asm = Assembler(m, self._model, self._wire.stop_reasons, self._queue, self._pricing)
         self._decoder = self._wire.decoder()
         self._translate = None
         self._whole = _NONE

@@ -164,7 +164,8 @@ def test_replay_human_output_renders_the_recording(capsys: pytest.CaptureFixture
     assert out.startswith("Here is the first part of a longer answer that never finishes\n")
     assert "error: overloaded: Overloaded" in out
     assert "partial content kept: text (61 chars)" in out
-    assert "cost unknown" in out  # the replay model has no prices
+    # The recording names its vendor and model, so genai-prices prices it: 25 in, 1 out.
+    assert "cost: $0.000090" in out
 
 
 def test_replay_keeps_interleaved_tool_calls_apart(capsys: pytest.CaptureFixture[str]) -> None:

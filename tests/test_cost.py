@@ -1,0 +1,328 @@
+"""Cost: genai-prices where it knows the model, the model's prices otherwise, None when
+nobody knows, and never an exception."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from typing import Any
+
+import genai_prices
+import pytest
+import respx
+from hypothesis import given
+from hypothesis import strategies as st
+from stream_core.contract_tests.kit import options, sse_response
+
+import stream_core
+from stream_core import (
+    Assembler,
+    AssistantMessage,
+    AssistantStreamEvent,
+    Context,
+    CostContext,
+    Model,
+    ModelPrices,
+    StreamOptions,
+    Usage,
+    UserMessage,
+    compute_cost,
+    get_model,
+)
+from stream_core import _cost as cost_module
+from stream_core._cost import cost_context
+
+# Our provider name -> genai-prices' provider id, for the reference computation.
+SAMPLE = [
+    ("anthropic", "claude-sonnet-4-5", "anthropic"),
+    ("anthropic", "claude-haiku-4-5-20251001", "anthropic"),
+    ("anthropic", "claude-opus-4-1", "anthropic"),
+    ("openai", "gpt-4o-2024-08-06", "openai"),
+    ("openai", "gpt-5", "openai"),
+    ("openai", "gpt-4.1-mini", "openai"),
+    ("google", "gemini-2.5-pro", "google"),
+    ("google", "gemini-2.5-flash", "google"),
+    ("mistral", "mistral-large-latest", "mistral"),
+    ("groq", "llama-3.3-70b-versatile", "groq"),
+    ("xai", "grok-4.3", "x-ai"),
+    ("deepseek", "deepseek-chat", "deepseek"),
+    ("openrouter", "anthropic/claude-sonnet-4.5", "openrouter"),
+    ("amazon-bedrock", "anthropic.claude-sonnet-4-5-20250929-v1:0", "aws"),
+]
+
+
+def reference(
+    model_id: str,
+    provider_id: str,
+    u: Usage,
+    *,
+    one_hour: bool = False,
+    tier: str | None = None,
+) -> float:
+    """genai-prices' own total: its input counts cache reads and writes in."""
+    usage = genai_prices.Usage(
+        input_tokens=u.input + u.cache_read + u.cache_write,
+        cache_read_tokens=u.cache_read,
+        cache_write_tokens=u.cache_write,
+        output_tokens=u.output,
+    )
+    if one_hour:
+        usage.cache_write_1h_tokens = u.cache_write
+    found = genai_prices.calc_price(
+        usage,
+        model_id,
+        provider_id=provider_id,
+        price_context={"service_tier": tier} if tier else None,
+    )
+    return float(found.total_price)
+
+
+USAGES = [
+    Usage(input=1_200, output=800),
+    Usage(input=1_200, output=800, cache_read=30_000, cache_write=5_000),
+    # Past 200k prompt tokens: tiered models switch price for every token.
+    Usage(input=150_000, output=2_000, cache_read=100_000, cache_write=10_000),
+]
+
+
+@pytest.mark.parametrize(("provider", "model_id", "genai_id"), SAMPLE)
+def test_costs_match_genai_prices_across_providers(
+    provider: str, model_id: str, genai_id: str
+) -> None:
+    model = get_model(provider, model_id)
+    for usage in USAGES:
+        cost = compute_cost(model, usage)
+
+        assert cost is not None, (model_id, usage)
+        expected = reference(model_id, genai_id, usage)
+        assert cost.total == pytest.approx(expected, rel=1e-12), (model_id, usage)
+        parts = cost.input + cost.output + cost.cache_read + cost.cache_write
+        assert cost.total == pytest.approx(parts, rel=1e-12)
+
+
+def test_the_components_are_the_tokens_at_their_prices() -> None:
+    model = get_model("anthropic", "claude-sonnet-4-5")
+    cost = compute_cost(
+        model, Usage(input=1_000, output=2_000, cache_read=10_000, cache_write=4_000)
+    )
+
+    assert cost is not None
+    assert cost.input == pytest.approx(0.003)
+    assert cost.output == pytest.approx(0.030)
+    assert cost.cache_read == pytest.approx(0.003)
+    assert cost.cache_write == pytest.approx(0.015)
+    assert cost.total == pytest.approx(0.051)
+
+
+def test_tiered_prices_follow_the_prompt_size() -> None:
+    model = get_model("google", "gemini-2.5-pro")
+    small = compute_cost(model, Usage(input=100_000, output=1_000))
+    large = compute_cost(model, Usage(input=300_000, output=1_000))
+
+    assert small is not None and large is not None
+    # Past 200k prompt tokens every token costs more, output included.
+    assert large.input / 300_000 > small.input / 100_000
+    assert large.output > small.output
+    assert large.total == pytest.approx(
+        reference("gemini-2.5-pro", "google", Usage(input=300_000, output=1_000))
+    )
+
+
+def test_long_cache_retention_costs_writes_at_the_one_hour_price() -> None:
+    model = get_model("anthropic", "claude-sonnet-4-5")
+    usage = Usage(input=100, output=100, cache_write=100_000)  # under the 200k tier
+    short = compute_cost(model, usage)
+    long = compute_cost(model, usage, CostContext(cache_ttl="1h"))
+
+    assert short is not None and long is not None
+    assert short.cache_write == pytest.approx(0.375)
+    assert long.cache_write == pytest.approx(0.6)  # 2x input for 1-hour entries
+    assert long.total == pytest.approx(
+        reference("claude-sonnet-4-5", "anthropic", usage, one_hour=True)
+    )
+
+
+def test_service_tier_changes_the_price() -> None:
+    model = get_model("openai", "gpt-5")
+    usage = Usage(input=1_000_000, output=1_000_000)
+    standard = compute_cost(model, usage)
+    flex = compute_cost(model, usage, CostContext(service_tier="flex"))
+
+    assert standard is not None and flex is not None
+    assert flex.total == pytest.approx(standard.total / 2)
+    assert flex.total == pytest.approx(reference("gpt-5", "openai", usage, tier="flex"))
+    # The option reaches the pricing through StreamOptions.extra; "auto" is standard.
+    assert cost_context(model, StreamOptions(extra={"service_tier": "flex"})).service_tier == (
+        "flex"
+    )
+    assert cost_context(model, StreamOptions(extra={"service_tier": "auto"})) == CostContext()
+
+
+# --- where genai-prices does not know the model ---------------------------------------------
+
+CUSTOM = Model(
+    id="my-finetune",
+    api="openai-completions",
+    provider="mylab",
+    base_url="http://127.0.0.1:8000/v1",
+    prices=ModelPrices(input=1.0, output=2.0),
+)
+
+
+def test_the_models_own_prices_apply_where_genai_prices_has_none() -> None:
+    cost = compute_cost(CUSTOM, Usage(input=1_000_000, output=500_000))
+
+    assert cost is not None
+    assert (cost.input, cost.output, cost.total) == (1.0, 1.0, 2.0)
+
+
+def test_unknown_prices_give_none_never_zero() -> None:
+    unpriced = CUSTOM.model_copy(update={"prices": ModelPrices()})
+
+    assert compute_cost(unpriced, Usage(input=10, output=10)) is None
+    # A price needed for the tokens used is missing: unknown too.
+    assert compute_cost(CUSTOM, Usage(input=10, output=10, cache_read=5)) is None
+
+
+def test_a_catalog_model_genai_prices_lacks_uses_the_catalog_price() -> None:
+    model = get_model("lmstudio", stream_core.list_models("lmstudio")[0].id)
+    priced = model.model_copy(update={"prices": ModelPrices(input=0.5, output=1.5)})
+
+    cost = compute_cost(priced, Usage(input=2_000_000, output=1_000_000))
+    assert cost is not None and cost.total == pytest.approx(2.5)
+
+
+def test_a_model_listed_free_costs_zero() -> None:
+    free = next(m for m in stream_core.list_models("openrouter") if m.id.endswith(":free"))
+    cost = compute_cost(free, Usage(input=1_000, output=1_000))
+
+    assert cost is not None and cost.total == 0.0
+
+
+# --- totality -------------------------------------------------------------------------------
+
+HUGE = 10**400
+
+
+@pytest.mark.parametrize("model", [get_model("openai", "gpt-4o"), CUSTOM], ids=["genai", "own"])
+@pytest.mark.parametrize("field", ["input", "output", "cache_read", "cache_write"])
+def test_a_400_digit_usage_gives_none_instead_of_raising(model: Model, field: str) -> None:
+    assert compute_cost(model, Usage(**{field: HUGE})) is None
+    assert compute_cost(model, Usage(**{field: -5})) is None
+
+
+@given(
+    st.integers(min_value=-(10**30), max_value=10**500),
+    st.integers(min_value=0, max_value=10**12),
+    st.sampled_from(["genai", "own", "1h"]),
+)
+def test_compute_cost_never_raises(big: int, small: int, which: str) -> None:
+    model = CUSTOM if which == "own" else get_model("anthropic", "claude-sonnet-4-5")
+    context = CostContext(cache_ttl="1h") if which == "1h" else None
+    cost = compute_cost(model, Usage(input=big, output=small, cache_write=small), context)
+
+    if cost is not None:
+        assert cost.total >= 0 and cost.total != float("inf")
+
+
+def test_a_failing_price_lookup_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(model: Model) -> Any:
+        raise RuntimeError("price data went wrong")
+
+    monkeypatch.setattr(cost_module, "_genai_model", broken)
+
+    assert compute_cost(get_model("openai", "gpt-4o"), Usage(input=1, output=1)) is None
+
+
+def test_the_assembler_keeps_the_message_when_cost_cannot_be_computed() -> None:
+    model = get_model("anthropic", "claude-sonnet-4-5")
+    message = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+    out: deque[AssistantStreamEvent] = deque()
+    asm = Assembler(message, model, {"end_turn": "stop"}, out)
+    asm.text("t", "hello")
+    asm.set_usage(input=HUGE, output=3)
+    message.raw_stop_reason = "end_turn"
+
+    final = asm.finalize()
+
+    assert final.usage.cost is None
+    assert final.usage.input == HUGE and final.usage.total_tokens == HUGE + 3
+    assert final.text() == "hello" and final.stop_reason == "stop"
+
+
+# --- through a stream -----------------------------------------------------------------------
+
+
+def _body(usage: dict[str, Any]) -> bytes:
+    events = [
+        {"type": "message_start", "message": {"id": "msg_1", "usage": usage}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+async def _complete(model: Model, usage: dict[str, Any], **opts: Any) -> AssistantMessage:
+    with respx.mock(assert_all_mocked=True) as router:
+        router.post(model.base_url.rstrip("/") + "/v1/messages").mock(
+            return_value=sse_response([_body(usage)])
+        )
+        context = Context(messages=[UserMessage(content="hi")])
+        return await stream_core.complete(model, context, options(**opts))
+
+
+@pytest.mark.anyio
+async def test_a_stream_with_long_retention_prices_cache_writes_at_one_hour() -> None:
+    model = get_model("anthropic", "claude-sonnet-4-5")
+    usage = {"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 100_000}
+
+    short = await _complete(model, usage)
+    long = await _complete(model, usage, cache_retention="long")
+
+    assert short.usage.cost is not None and long.usage.cost is not None
+    assert short.usage.cost.cache_write == pytest.approx(0.375)
+    assert long.usage.cost.cache_write == pytest.approx(0.6)
+
+
+@pytest.mark.anyio
+async def test_a_proxy_falls_back_to_five_minutes_and_warns_once(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cost_module, "_warned_hosts", set())
+    model = get_model("anthropic", "claude-sonnet-4-5").model_copy(
+        update={"base_url": "https://llm-proxy.example"}
+    )
+    usage = {"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 100_000}
+
+    with caplog.at_level(logging.WARNING, logger="stream_core"):
+        first = await _complete(model, usage, cache_retention="long")
+        await _complete(model, usage, cache_retention="long")
+
+    assert first.usage.cost is not None
+    assert first.usage.cost.cache_write == pytest.approx(0.375)  # what the proxy was asked for
+    warnings = [r for r in caplog.records if "cache_retention='long'" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "llm-proxy.example" in warnings[0].getMessage()
+
+
+@pytest.mark.anyio
+async def test_a_400_digit_usage_from_the_vendor_ends_the_stream_normally() -> None:
+    model = get_model("anthropic", "claude-sonnet-4-5")
+    message = await _complete(model, {"input_tokens": HUGE, "output_tokens": 1})
+
+    assert message.text() == "ok"
+    assert message.stop_reason == "stop" and message.error is None
+    assert message.usage.cost is None
+
+
+def test_long_cache_is_honored_by_anthropic_itself_and_other_apis() -> None:
+    assert stream_core.long_cache_honored(get_model("anthropic", "claude-haiku-4-5"))
+    assert stream_core.long_cache_honored(get_model("openai", "gpt-4o"))
+    proxy = Model(
+        id="c", api="anthropic-messages", provider="anthropic", base_url="https://x.example"
+    )
+    assert not stream_core.long_cache_honored(proxy)
