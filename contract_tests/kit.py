@@ -123,6 +123,71 @@ def sse_response(
     )
 
 
+# --- framings ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Framing:
+    """How the fault suite cuts, corrupts and pads a body of one framing, so every
+    provider gets the same faults whatever its wire format."""
+
+    media_type: str
+    frames: Callable[[bytes], list[bytes]]
+    """The body's frames as raw bytes, each whole (what a vendor writes per event)."""
+    malformed: bytes
+    """One frame whose payload is not JSON."""
+    noise: bytes
+    """Frames a reader must ignore: comments, keep-alives, unknown event types."""
+    text_lines: bool = True
+    """The body is text with line ends (CRLF replay applies)."""
+
+
+def _sse_frames(body: bytes) -> list[bytes]:
+    text = body.replace(b"\r\n", b"\n")
+    return [e + b"\n\n" for e in text.split(b"\n\n") if e.strip()]
+
+
+def _ndjson_frames(body: bytes) -> list[bytes]:
+    return [line + b"\n" for line in body.replace(b"\r\n", b"\n").split(b"\n") if line.strip()]
+
+
+FRAMINGS: dict[Any, Framing] = {
+    stream_core.SSEBytesDecoder: Framing(
+        media_type="text/event-stream",
+        frames=_sse_frames,
+        malformed=b"data: {not json\n\n",
+        noise=(
+            b": keep-alive\n\n"
+            b'event: vendor_future_event\ndata: {"type":"vendor_future_event","x":[1]}\n\n'
+            b"retry: 3000\n\n"
+        ),
+    ),
+    stream_core.NDJSONBytesDecoder: Framing(
+        media_type="application/x-ndjson",
+        frames=_ndjson_frames,
+        malformed=b"{not json\n",
+        noise=b'\n{"vendor_future_field":[1]}\n',
+    ),
+}
+"""Framing by decoder; a provider with a decoder of its own adds its row here."""
+
+
+def framing(api: str) -> Framing:
+    wire = stream_core.get_provider(api).wire
+    decoder = wire.decoder if wire is not None else stream_core.SSEBytesDecoder
+    return FRAMINGS[decoder]
+
+
+def vendor_response(
+    api: str,
+    chunks: Sequence[bytes] | Callable[[], AsyncIterator[bytes]],
+    *,
+    status: int = 200,
+) -> httpx.Response:
+    """A streamed answer labelled with the API's own content type."""
+    return sse_response(chunks, status=status, headers={"content-type": framing(api).media_type})
+
+
 # --- running a provider -----------------------------------------------------------------
 
 

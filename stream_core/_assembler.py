@@ -190,10 +190,16 @@ class Assembler:
             call.id = id
             o.generated = False
         else:
-            msg = self.message
-            seed = msg.response_id or str(msg.timestamp)
-            digest = hashlib.blake2s(seed.encode(), digest_size=6).hexdigest()
-            call.id = f"call_{digest}_{o.index}"
+            # The same bytes give the same ids (replays compare equal); the response id,
+            # when the vendor sends one, keeps them apart across a conversation.
+            seed = self.message.response_id
+            new = f"call_{o.index}"
+            if seed:
+                digest = hashlib.blake2s(seed.encode(), digest_size=6).hexdigest()
+                new = f"call_{digest}_{o.index}"
+            while new in self._call_ids:
+                new += "_"
+            call.id = new
             o.generated = True
         self._call_ids.add(call.id)
 

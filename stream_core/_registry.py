@@ -64,6 +64,14 @@ def register_provider(
 
 
 def register_module(module: ModuleType, *, source: str) -> None:
+    wires = getattr(module, "WIRES", None)
+    if wires is not None:
+        # One module serving several wire APIs (e.g. a vendor's two endpoints).
+        for wire in wires:
+            if not isinstance(wire, WireAPI):
+                raise TypeError(f"{module.__name__}.WIRES must hold WireAPI values")
+            register_provider(wire.api, wire.open, source=source, wire=wire)
+        return
     api = getattr(module, "API", None)
     fn = getattr(module, "stream", None)
     if not isinstance(api, str) or not callable(fn):

@@ -1,0 +1,211 @@
+"""Mistral's chat API (`POST {base}/v1/chat/completions`, SSE ending with `data: [DONE]`).
+
+The stream is OpenAI Chat Completions with Mistral's habits, all of which the
+`openai-completions` translator already reads: tool calls arrive whole in one delta with
+no `index` (keyed by their id), Magistral's reasoning comes as `thinking` parts inside a
+`content` array, usage sits on the last chunk. So this module reuses that translator and
+differs on the way out: tool-call ids must be exactly nine letters or digits (others are
+mapped, results follow), thinking goes back as `thinking` parts, tool results carry the
+tool's name, and no `stream_options` is sent (Mistral rejects unknown request fields).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from stream_core import (
+    AssistantMessage,
+    AssistantStream,
+    Context,
+    ImageContent,
+    Model,
+    StopRule,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    WireAPI,
+    WireRequest,
+    prepare_messages,
+)
+
+from . import openai_completions as _chat
+
+API = "mistral-conversations"
+
+_STOP_REASONS: dict[str, StopRule] = {
+    "stop": "stop",
+    "tool_calls": "tool_use",
+    "length": "length",
+    "model_length": "length",  # the context window filled while generating
+}
+
+_ID_LENGTH = 9
+_ID_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_VALID_ID = re.compile(r"[A-Za-z0-9]{9}")
+
+
+def stream(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    return WIRE.open(model, context, options)
+
+
+def normalize_id(tool_call_id: str) -> str:
+    """Mistral's id rule (`^[a-zA-Z0-9]{9}$`): a conforming id is kept, any other is
+    replaced by nine characters hashed from it, so its results can follow it."""
+    if _VALID_ID.fullmatch(tool_call_id):
+        return tool_call_id
+    n = int.from_bytes(hashlib.blake2s(tool_call_id.encode()).digest()[:8], "big")
+    chars = []
+    for _ in range(_ID_LENGTH):
+        n, r = divmod(n, len(_ID_CHARS))
+        chars.append(_ID_CHARS[r])
+    return "".join(chars)
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
+    payload: dict[str, Any] = {
+        "model": model.id,
+        "messages": _convert_messages(model, context),
+        "stream": True,
+    }
+    if options.max_tokens is not None:
+        payload["max_tokens"] = options.max_tokens
+    if options.temperature is not None:
+        payload["temperature"] = options.temperature
+    if context.tools:
+        payload["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in context.tools
+        ]
+    if "tool_choice" in options.extra:
+        payload["tool_choice"] = options.extra["tool_choice"]
+    if options.reasoning and model.reasoning:
+        payload["prompt_mode"] = "reasoning"
+    headers = {}
+    if options.session_id:
+        # Routes a session's requests to the same replica, which keeps its prompt cache.
+        headers["x-affinity"] = options.session_id
+    return WireRequest(
+        url=model.base_url.rstrip("/") + "/v1/chat/completions", payload=payload, headers=headers
+    )
+
+
+def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
+    vision = "image" in model.input
+    out: list[dict[str, Any]] = []
+    if context.system_prompt:
+        out.append({"role": "system", "content": context.system_prompt})
+    messages = prepare_messages(
+        context, api=API, provider=model.provider, model_id=model.id, normalize_id=normalize_id
+    )
+    for m in messages:
+        if isinstance(m, UserMessage):
+            if isinstance(m.content, str):
+                if m.content.strip():
+                    out.append({"role": "user", "content": m.content})
+            else:
+                parts = _user_parts(m.content, vision=vision)
+                if parts:
+                    out.append({"role": "user", "content": parts})
+        elif isinstance(m, AssistantMessage):
+            converted = _assistant(m)
+            if converted is not None:
+                out.append(converted)
+        else:
+            out.append(_tool_result(m, vision=vision))
+    return out
+
+
+def _user_parts(content: Sequence[TextContent | ImageContent], *, vision: bool) -> list[Any]:
+    parts: list[dict[str, Any]] = []
+    for b in content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                parts.append({"type": "text", "text": b.text})
+        elif vision:
+            parts.append({"type": "image_url", "image_url": f"data:{b.mime_type};base64,{b.data}"})
+        else:
+            parts.append({"type": "text", "text": "(image omitted: this model takes no images)"})
+    return parts
+
+
+def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, ThinkingContent):
+            # Only this model's own reasoning is still thinking here (handoff turned the
+            # rest into text); redacted reasoning has no Mistral form.
+            if b.thinking.strip() and not b.redacted:
+                parts.append(
+                    {"type": "thinking", "thinking": [{"type": "text", "text": b.thinking}]}
+                )
+        elif isinstance(b, ToolCall):
+            calls.append(
+                {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {
+                        "name": b.name,
+                        "arguments": json.dumps(b.arguments, ensure_ascii=False),
+                    },
+                }
+            )
+    if not parts and not calls:
+        return None
+    out: dict[str, Any] = {"role": "assistant"}
+    if parts:
+        only_text = all(p["type"] == "text" for p in parts)
+        out["content"] = "\n\n".join(p["text"] for p in parts) if only_text else parts
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _tool_result(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
+    text = "\n".join(b.text for b in m.content if isinstance(b, TextContent)).strip()
+    images = [b for b in m.content if isinstance(b, ImageContent)]
+    if not text:
+        text = "(see attached image)" if images and vision else "(no output)"
+    if m.is_error:
+        text = f"[tool error] {text}"
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if vision:
+        content += _user_parts(images, vision=True)
+    elif images:
+        content.append({"type": "text", "text": "(image omitted: this model takes no images)"})
+    return {"role": "tool", "tool_call_id": m.tool_call_id, "name": m.tool_name, "content": content}
+
+
+# The Chat Completions translator (and its non-streamed reader) with Mistral's tables.
+WIRE: WireAPI = dataclasses.replace(
+    _chat.WIRE,
+    api=API,
+    stop_reasons=_STOP_REASONS,
+    build_request=_build_request,
+    auth_headers=lambda model, key: {"authorization": f"Bearer {key}"},
+    api_key_env=lambda model: "MISTRAL_API_KEY",
+    key_required=lambda model: True,
+)

@@ -1,0 +1,341 @@
+"""Ollama's native API: `POST {base}/api/chat` (`ollama-chat`) and `POST {base}/api/generate`
+(`ollama-generate`), both streaming newline-delimited JSON.
+
+Every line is a whole object: text in `message.content` (chat) or `response` (generate),
+reasoning in `thinking`, tool calls whole with their arguments as an object (several per
+line, no ids: the assembler makes them), and a last line with `"done": true`, the
+`done_reason` and the usage counts. An `{"error": ...}` line ends the stream. Ollama's
+OpenAI-compatible `/v1` endpoint is served by `openai-completions` instead.
+
+No key is needed; the base URL is the model's, or `OLLAMA_HOST` for the default one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from stream_core import (
+    Assembler,
+    AssistantMessage,
+    AssistantStream,
+    Context,
+    ImageContent,
+    Model,
+    NDJSONBytesDecoder,
+    StopRule,
+    StreamFailure,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Translator,
+    UserMessage,
+    WireAPI,
+    WireRequest,
+    as_object,
+    error_from_vendor,
+    optional_field,
+    parse_json,
+    prepare_messages,
+    vendor_error_fields,
+)
+
+API = "ollama-chat"
+GENERATE_API = "ollama-generate"
+
+_STOP_REASONS: dict[str, StopRule] = {
+    "stop": "stop",
+    "length": "length",
+    "load": "stop",  # an empty request that only loaded the model
+    "unload": "stop",
+}
+
+# Our usage field <- Ollama's (sent once, on the done line).
+_USAGE_FIELDS: dict[str, str] = {"input": "prompt_eval_count", "output": "eval_count"}
+
+DEFAULT_BASE_URL = "http://localhost:11434"
+_TEXT, _THINKING = "text", "thinking"
+
+
+def stream(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    return WIRE.open(model, context, options)
+
+
+def stream_generate(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    return GENERATE_WIRE.open(model, context, options)
+
+
+def base_url(model: Model) -> str:
+    """The model's base URL, or `OLLAMA_HOST` (as the Ollama CLI reads it: `host:port` or
+    a URL) when the model keeps the default."""
+    url = model.base_url.rstrip("/") or DEFAULT_BASE_URL
+    host = os.environ.get("OLLAMA_HOST", "").strip()
+    if host and url == DEFAULT_BASE_URL:
+        url = host if "://" in host else f"http://{host}"
+    return url.rstrip("/")
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def _common(model: Model, options: StreamOptions) -> dict[str, Any]:
+    payload: dict[str, Any] = {"model": model.id, "stream": True}
+    settings: dict[str, Any] = {}
+    if options.max_tokens is not None:
+        settings["num_predict"] = options.max_tokens
+    if options.temperature is not None:
+        settings["temperature"] = options.temperature
+    if settings:
+        payload["options"] = settings
+    if model.reasoning and options.reasoning:
+        payload["think"] = True
+    return payload
+
+
+def _build_chat(model: Model, context: Context, options: StreamOptions) -> WireRequest:
+    payload = _common(model, options)
+    payload["messages"] = _convert_messages(model, context)
+    if context.tools:
+        payload["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in context.tools
+        ]
+    return WireRequest(url=base_url(model) + "/api/chat", payload=payload)
+
+
+def _build_generate(model: Model, context: Context, options: StreamOptions) -> WireRequest:
+    """`/api/generate` takes one prompt: a single user turn is sent as it is, a longer
+    history as a plain transcript (the endpoint keeps no roles)."""
+    payload = _common(model, options)
+    if context.system_prompt:
+        payload["system"] = context.system_prompt
+    messages = prepare_messages(
+        context, api=GENERATE_API, provider=model.provider, model_id=model.id
+    )
+    images: list[str] = []
+    turns: list[str] = []
+    for m in messages:
+        if isinstance(m, UserMessage):
+            text, pics = _text_and_images(m.content)
+            images += pics
+            turns.append(f"User: {text}")
+        elif isinstance(m, AssistantMessage):
+            turns.append(f"Assistant: {m.text()}")
+        else:
+            text, _ = _text_and_images(m.content)
+            turns.append(f"Tool result ({m.tool_name}): {text}")
+    if len(turns) == 1 and turns[0].startswith("User: "):
+        payload["prompt"] = turns[0][len("User: ") :]
+    else:
+        payload["prompt"] = "\n\n".join(turns) + "\n\nAssistant:"
+    if images and "image" in model.input:
+        payload["images"] = images
+    return WireRequest(url=base_url(model) + "/api/generate", payload=payload)
+
+
+def _text_and_images(content: str | list[TextContent | ImageContent]) -> tuple[str, list[str]]:
+    if isinstance(content, str):
+        return content, []
+    text = "\n".join(b.text for b in content if isinstance(b, TextContent))
+    return text, [b.data for b in content if isinstance(b, ImageContent)]
+
+
+def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
+    vision = "image" in model.input
+    out: list[dict[str, Any]] = []
+    if context.system_prompt:
+        out.append({"role": "system", "content": context.system_prompt})
+    # Ollama pairs results with calls by position and name, not by id: ids need no mapping.
+    for m in prepare_messages(context, api=API, provider=model.provider, model_id=model.id):
+        if isinstance(m, UserMessage):
+            text, images = _text_and_images(m.content)
+            entry: dict[str, Any] = {"role": "user", "content": text}
+            if images:
+                if vision:
+                    entry["images"] = images
+                else:
+                    entry["content"] += "\n(image omitted: this model takes no images)"
+            out.append(entry)
+        elif isinstance(m, AssistantMessage):
+            converted = _assistant(m)
+            if converted is not None:
+                out.append(converted)
+        else:
+            out.append(_tool_result(m))
+    return out
+
+
+def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
+    text = "".join(b.text for b in m.content if isinstance(b, TextContent))
+    thinking = "".join(
+        b.thinking for b in m.content if isinstance(b, ThinkingContent) and not b.redacted
+    )
+    calls = [
+        {"function": {"name": b.name, "arguments": b.arguments}}
+        for b in m.content
+        if isinstance(b, ToolCall)
+    ]
+    if not text.strip() and not calls and not thinking.strip():
+        return None
+    out: dict[str, Any] = {"role": "assistant", "content": text}
+    if thinking.strip():
+        out["thinking"] = thinking
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _tool_result(m: ToolResultMessage) -> dict[str, Any]:
+    text, _ = _text_and_images(m.content)
+    if not text.strip():
+        text = "(no output)"
+    if m.is_error:
+        text = f"[tool error] {text}"
+    return {"role": "tool", "content": text, "tool_name": m.tool_name}
+
+
+# --- response -----------------------------------------------------------------------------
+
+
+class _Lines:
+    """One stream's translator: `read_message` takes a line's content (the endpoints
+    differ there); errors, usage, the stop reason and the end are read the same way."""
+
+    __slots__ = ("asm", "calls", "read_message")
+
+    def __init__(self, asm: Assembler, read_message: _MessageReader) -> None:
+        self.asm = asm
+        self.read_message = read_message
+        self.calls = 0
+        """Tool calls seen so far: their keys (Ollama sends no ids and no indices)."""
+
+    def __call__(self, event: str, data: str) -> None:
+        self.read_line(as_object(parse_json(data, "line"), "line"))
+
+    def read_line(self, line: dict[str, Any]) -> None:
+        asm = self.asm
+        if "error" in line:
+            vendor_type, message = vendor_error_fields(line)
+            raise StreamFailure(error_from_vendor(vendor_type, message))
+        self.read_message(self, line)
+        if line.get("done") is True:
+            asm.set_stop_reason(optional_field(line, "done_reason", str, "line"))
+            asm.set_usage(
+                **{
+                    ours: optional_field(line, theirs, int, "line")
+                    for ours, theirs in _USAGE_FIELDS.items()
+                }
+            )
+            asm.finished = True
+
+
+_MessageReader = Callable[[_Lines, dict[str, Any]], None]
+
+
+def _text_parts(asm: Assembler, thinking: str | None, text: str | None) -> None:
+    if thinking:
+        asm.end(_TEXT)
+        asm.thinking(_THINKING, thinking)
+    if text:
+        asm.end(_THINKING)
+        asm.text(_TEXT, text)
+
+
+def _chat_message(lines: _Lines, line: dict[str, Any]) -> None:
+    asm = lines.asm
+    message = optional_field(line, "message", dict, "line")
+    if message is None:
+        return
+    where = "line.message"
+    _text_parts(
+        asm,
+        optional_field(message, "thinking", str, where),
+        optional_field(message, "content", str, where),
+    )
+    for i, raw in enumerate(optional_field(message, "tool_calls", list, where) or ()):
+        call = as_object(raw, f"{where}.tool_calls[{i}]")
+        fn = as_object(call.get("function") or {}, f"{where}.tool_calls[{i}].function")
+        arguments = fn.get("arguments")
+        if arguments is None or type(arguments) is str:
+            fragment = arguments or ""
+        else:
+            fragment = json.dumps(as_object(arguments, f"{where}.tool_calls[{i}].arguments"))
+        asm.end(_TEXT)
+        asm.end(_THINKING)
+        # Calls arrive whole: started, given their arguments and ended at once.
+        key = ("tool", lines.calls)
+        lines.calls += 1
+        asm.tool_call(
+            key,
+            fragment,
+            id=optional_field(call, "id", str, f"{where}.tool_calls[{i}]") or "",
+            name=optional_field(fn, "name", str, f"{where}.tool_calls[{i}].function") or "",
+        )
+        asm.end(key)
+
+
+def _generate_message(lines: _Lines, line: dict[str, Any]) -> None:
+    _text_parts(
+        lines.asm,
+        optional_field(line, "thinking", str, "line"),
+        optional_field(line, "response", str, "line"),
+    )
+
+
+def _endpoint(
+    read_message: _MessageReader,
+) -> tuple[Callable[[Assembler], Translator], Callable[[Assembler, Any], None]]:
+    """(translator, non-streamed reader): an answer sent with `"stream": false` is one
+    line with `"done": true`."""
+
+    def translator(asm: Assembler) -> Translator:
+        return _Lines(asm, read_message)
+
+    def parse_response(asm: Assembler, obj: Any) -> None:
+        _Lines(asm, read_message).read_line(as_object(obj, "answer"))
+
+    return translator, parse_response
+
+
+_chat_translator, _chat_answer = _endpoint(_chat_message)
+_generate_translator, _generate_answer = _endpoint(_generate_message)
+
+WIRE = WireAPI(
+    api=API,
+    terminal_event='a line with "done": true',
+    stop_reasons=_STOP_REASONS,
+    build_request=_build_chat,
+    auth_headers=lambda model, key: {"authorization": f"Bearer {key}"},
+    translator=_chat_translator,
+    api_key_env=lambda model: "OLLAMA_API_KEY",
+    key_required=lambda model: False,
+    decoder=NDJSONBytesDecoder,
+    parse_response=_chat_answer,
+)
+
+GENERATE_WIRE = dataclasses.replace(
+    WIRE,
+    api=GENERATE_API,
+    build_request=_build_generate,
+    translator=_generate_translator,
+    parse_response=_generate_answer,
+)
+
+# Both endpoints register from this one module.
+WIRES = (WIRE, GENERATE_WIRE)
