@@ -67,10 +67,12 @@ def register_module(module: ModuleType, *, source: str) -> None:
     wires = getattr(module, "WIRES", None)
     if wires is not None:
         # One module serving several wire APIs (e.g. a vendor's two endpoints).
+        main_api, main_stream = getattr(module, "API", None), getattr(module, "stream", None)
         for wire in wires:
             if not isinstance(wire, WireAPI):
                 raise TypeError(f"{module.__name__}.WIRES must hold WireAPI values")
-            register_provider(wire.api, wire.open, source=source, wire=wire)
+            fn = main_stream if wire.api == main_api and callable(main_stream) else wire.open
+            register_provider(wire.api, fn, source=source, wire=wire)
         return
     api = getattr(module, "API", None)
     fn = getattr(module, "stream", None)
