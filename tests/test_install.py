@@ -83,7 +83,7 @@ def test_the_wheel_holds_one_typed_package(wheel: Path) -> None:
         assert any(n.startswith(f"stream_core/{shipped}/") for n in names), shipped
 
 
-HARNESS_SCRIPT = '''
+HARNESS_SCRIPT = """
 import httpx, anyio
 import providers, contract_tests
 import stream_core
@@ -111,7 +111,7 @@ assert not hasattr(ours, "MINE") and "site-packages" in ours.__file__, ours.__fi
 assert {"anthropic-messages", "openai-completions"} <= {e.api for e in list_providers()}
 assert "site-packages" in stream_core.__file__
 print("ok", message.usage.total_tokens)
-'''
+"""
 
 
 def test_the_wheel_streams_beside_a_harness_with_its_own_packages(
