@@ -58,6 +58,7 @@ _USAGE_FIELDS: dict[str, str] = {
     "cache_write": "cache_creation_input_tokens",
 }
 
+_BASE_URL = "https://api.anthropic.com"
 _VERSION = "2023-06-01"
 _BETAS = ("fine-grained-tool-streaming-2025-05-14",)
 _THINKING_BETA = "interleaved-thinking-2025-05-14"
@@ -299,4 +300,6 @@ WIRE = WireAPI(
     auth_headers=lambda model, key: {"x-api-key": key},
     translator=_translator,
     api_key_env=lambda model: "ANTHROPIC_API_KEY",
+    base_url_env={_BASE_URL: "ANTHROPIC_BASE_URL"},
+    providers={"anthropic": _BASE_URL},
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Hashable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from stream_core import (
@@ -173,9 +173,8 @@ def compat_for(model: Model) -> Compat:
                 key_required=False,
             )
         )
-    known = {f.name for f in fields(Compat)}
-    overrides = {k: v for k, v in model.compat.items() if k in known}
-    return replace(row, **overrides) if overrides else row
+    # Keys and types were checked when the stream was opened (`WireAPI.compat`).
+    return replace(row, **model.compat) if model.compat else row
 
 
 # --- request ------------------------------------------------------------------------------
@@ -475,4 +474,7 @@ WIRE = WireAPI(
     translator=_translator,
     api_key_env=lambda model: compat_for(model).env,
     key_required=lambda model: compat_for(model).key_required,
+    compat=Compat,
+    base_url_env={Compat.base_url: "OPENAI_BASE_URL"},
+    providers={name: row.base_url for name, row in COMPAT.items()},
 )
