@@ -9,6 +9,7 @@ no contract type: they are skipped, and so are their deltas and stops.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -167,12 +168,14 @@ def _convert_messages(
     return out
 
 
-def _user_blocks(content: list[TextContent | ImageContent], *, vision: bool) -> list[Any]:
+def _user_blocks(content: Sequence[object], *, vision: bool) -> list[Any]:
     blocks: list[dict[str, Any]] = []
     for b in content:
         if isinstance(b, TextContent):
             if b.text.strip():
                 blocks.append({"type": "text", "text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # UnknownContent: kept in the history, never sent
         elif vision:
             blocks.append(
                 {

@@ -282,6 +282,8 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
         if isinstance(b, TextContent):
             if b.text.strip():
                 parts.append({"type": "text", "text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # UnknownContent: kept in the history, never sent
         elif vision:
             url = f"data:{b.mime_type};base64,{b.data}"
             parts.append({"type": "image_url", "image_url": {"url": url}})

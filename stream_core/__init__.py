@@ -76,6 +76,7 @@ from ._tools import (
     repair_tool_pairs,
 )
 from ._types import (
+    KEEP_UNKNOWN_BLOCKS,
     AssistantMessage,
     Context,
     Cost,
@@ -89,6 +90,7 @@ from ._types import (
     Tool,
     ToolCall,
     ToolResultMessage,
+    UnknownContent,
     Usage,
     UserMessage,
 )
@@ -96,6 +98,7 @@ from ._types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "KEEP_UNKNOWN_BLOCKS",
     "OVERFLOW_PATTERNS",
     "THINKING_BUDGETS",
     "ArgumentsError",
@@ -145,6 +148,7 @@ __all__ = [
     "ToolPairAudit",
     "ToolResultMessage",
     "Translator",
+    "UnknownContent",
     "Usage",
     "UserMessage",
     "WireAPI",

@@ -55,6 +55,7 @@ from ._types import (
     ThinkingContent,
     Tool,
     ToolCall,
+    UnknownContent,
     UserMessage,
 )
 
@@ -248,11 +249,13 @@ class Renderer:
         self.out.write("\n")
 
 
-def _describe(block: TextContent | ThinkingContent | ToolCall) -> str:
+def _describe(block: TextContent | ThinkingContent | ToolCall | UnknownContent) -> str:
     if isinstance(block, TextContent):
         return f"text ({len(block.text)} chars)"
     if isinstance(block, ThinkingContent):
         return f"thinking ({len(block.thinking)} chars)"
+    if isinstance(block, UnknownContent):
+        return f"{block.type} block"
     return f"tool call {block.name or '?'}" + (" (truncated)" if block.truncated else "")
 
 

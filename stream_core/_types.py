@@ -11,9 +11,20 @@ import time
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    RootModel,
+    Tag,
+    TypeAdapter,
+    ValidationInfo,
+)
 
 __all__ = [
+    "KEEP_UNKNOWN_BLOCKS",
     "AssistantContent",
     "AssistantMessage",
     "Context",
@@ -28,6 +39,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolResultMessage",
+    "UnknownContent",
     "Usage",
     "UserMessage",
 ]
@@ -87,8 +99,63 @@ class ToolCall(_Model):
         return parse_partial_json(self.partial_json) if self.partial_json else self.arguments
 
 
-AssistantContent = Annotated[TextContent | ThinkingContent | ToolCall, Field(discriminator="type")]
-UserContent = Annotated[TextContent | ImageContent, Field(discriminator="type")]
+class UnknownContent(RootModel[dict[str, Any]]):
+    """A block whose `type` this version does not know (a vendor's newer block such as
+    `server_tool_use`, in a history written by a newer version), kept exactly as loaded:
+    `dump_messages` writes it back unchanged and no provider sends it.
+
+    Only `load_messages` (or validation with `context=KEEP_UNKNOWN_BLOCKS`) makes one:
+    elsewhere an unknown type is an error, so a typo is never silently left out of a request.
+    """
+
+    @property
+    def type(self) -> str:
+        return str(self.root.get("type"))
+
+
+_KEEP = "stream_core.keep_unknown_blocks"
+KEEP_UNKNOWN_BLOCKS: dict[str, bool] = {_KEEP: True}
+"""Validation context that keeps blocks of unknown types as `UnknownContent`
+(`AssistantMessage.model_validate(data, context=KEEP_UNKNOWN_BLOCKS)`)."""
+
+
+def _tagger(*known: str) -> Any:
+    def tag(value: Any) -> str | None:
+        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        if not isinstance(kind, str):
+            return None  # no tag: pydantic names the missing discriminator
+        return kind if kind in known else "unknown"
+
+    return Discriminator(
+        tag,
+        custom_error_type="missing_block_type",
+        custom_error_message=f"a content block needs a string `type` ({', '.join(known)})",
+    )
+
+
+def _known_block(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, UnknownContent) and not (info.context or {}).get(_KEEP):
+        raise ValueError(
+            f"unknown content type {value.type!r} (load_messages keeps such blocks as they are)"
+        )
+    return value
+
+
+AssistantContent = Annotated[
+    Annotated[TextContent, Tag("text")]
+    | Annotated[ThinkingContent, Tag("thinking")]
+    | Annotated[ToolCall, Tag("tool_call")]
+    | Annotated[UnknownContent, Tag("unknown")],
+    _tagger("text", "thinking", "tool_call"),
+    AfterValidator(_known_block),
+]
+UserContent = Annotated[
+    Annotated[TextContent, Tag("text")]
+    | Annotated[ImageContent, Tag("image")]
+    | Annotated[UnknownContent, Tag("unknown")],
+    _tagger("text", "image"),
+    AfterValidator(_known_block),
+]
 
 
 # --- usage and errors -------------------------------------------------------------------
