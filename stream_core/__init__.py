@@ -45,6 +45,7 @@ from ._models import Model, ModelPrices, get_model, list_models, register_model
 from ._options import THINKING_BUDGETS, ReasoningEffort, StreamOptions
 from ._registry import (
     ProviderEntry,
+    StreamFunction,
     api_key_env,
     complete,
     get_provider,
@@ -131,6 +132,7 @@ __all__ = [
     "StopRule",
     "StreamError",
     "StreamFailure",
+    "StreamFunction",
     "StreamOptions",
     "TextContent",
     "TextDelta",

@@ -8,8 +8,7 @@ round-trips through JSON exactly (`model_dump(mode="json")` then `model_validate
 from __future__ import annotations
 
 import time
-import typing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -259,9 +258,13 @@ class ToolResultMessage(_Model):
     timestamp: int = Field(default_factory=_now_ms)
 
 
-Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
-MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
-MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+"""Any message of a history. A plain union: `list[Message]` annotates a list mixing kinds
+(mypy infers a private base class for an unannotated one), and `isinstance(x, Message)`
+tells a message from an unknown `load_messages` record."""
+_Tagged = Annotated[Message, Field(discriminator="role")]
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(_Tagged)
+MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[_Tagged])
 
 
 # --- tools and context ------------------------------------------------------------------
@@ -291,9 +294,5 @@ class Context(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     system_prompt: str | None = None
-    messages: list[Message] = Field(default_factory=list)
+    messages: list[_Tagged] = Field(default_factory=list)
     tools: list[Tool] | None = None
-
-
-if typing.TYPE_CHECKING:  # pragma: no cover
-    AnyMessage = UserMessage | AssistantMessage | ToolResultMessage
