@@ -176,7 +176,7 @@ def _endpoint(wire: WireAPI, model: Model, options: StreamOptions) -> Model:
     """The model as it is sent: `options.base_url` wins; else the vendor SDK's variable
     (`OPENAI_BASE_URL`, ...) replaces the vendor's default host, never a URL the model
     chose itself, so a gateway or a local server needs no code change."""
-    url = options.base_url
+    url = options.base_url or None
     if url is None:
         env = wire.base_url_env.get(model.base_url.rstrip("/"))
         url = (os.environ.get(env) or None) if env else None

@@ -11,7 +11,7 @@ import respx
 from stream_core.contract_tests.kit import options, sse_response
 
 import stream_core
-from stream_core import Context, Model, UserMessage, get_model
+from stream_core import Context, Model, UserMessage
 
 HELLO = Context(messages=[UserMessage(content="hi")])
 OPENAI_OK = (
@@ -31,6 +31,13 @@ ANTHROPIC_OK = (
     b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 )
 VLLM = Model(id="qwen", api="openai-completions", provider="vllm", base_url="http://gpu:8000/v1")
+# As the catalog has them: each vendor at its default host.
+GPT = Model(id="gpt-x", api="openai-completions", provider="openai",
+            base_url="https://api.openai.com/v1")  # fmt: skip
+CLAUDE = Model(id="claude-x", api="anthropic-messages", provider="anthropic",
+               base_url="https://api.anthropic.com")  # fmt: skip
+GROQ = Model(id="llama-x", api="openai-completions", provider="groq",
+             base_url="https://api.groq.com/openai/v1")  # fmt: skip
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +60,7 @@ async def test_openai_base_url_redirects_the_openai_default_host(
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:4000/v1")
 
-    await ask(get_model("openai", "gpt-4o-mini"), "http://127.0.0.1:4000/v1/chat/completions",
+    await ask(GPT, "http://127.0.0.1:4000/v1/chat/completions",
               OPENAI_OK)  # fmt: skip
 
 
@@ -63,7 +70,7 @@ async def test_anthropic_base_url_redirects_the_anthropic_default_host(
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:4000/gateway")
 
     request = await ask(
-        get_model("anthropic", "claude-haiku-4-5"),
+        CLAUDE,
         "http://127.0.0.1:4000/gateway/v1/messages",
         ANTHROPIC_OK,
     )
@@ -74,7 +81,7 @@ async def test_anthropic_base_url_redirects_the_anthropic_default_host(
 @pytest.mark.parametrize(
     ("model", "url"),
     [
-        (get_model("groq", "llama-3.3-70b-versatile"), "https://api.groq.com/openai/v1"),
+        (GROQ, "https://api.groq.com/openai/v1"),
         (VLLM, "http://gpu:8000/v1"),
     ],
     ids=["another-vendor", "own-base-url"],
@@ -91,7 +98,7 @@ async def test_a_per_call_base_url_wins_over_model_and_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:4000/v1")
-    for model in (get_model("openai", "gpt-4o-mini"), VLLM):
+    for model in (GPT, VLLM):
         await ask(model, "http://proxy.local/v1/chat/completions", OPENAI_OK,
                   base_url="http://proxy.local/v1")  # fmt: skip
 
@@ -99,7 +106,7 @@ async def test_a_per_call_base_url_wins_over_model_and_variable(
 async def test_an_empty_variable_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "")
 
-    await ask(get_model("openai", "gpt-4o-mini"), "https://api.openai.com/v1/chat/completions",
+    await ask(GPT, "https://api.openai.com/v1/chat/completions",
               OPENAI_OK)  # fmt: skip
 
 
@@ -165,9 +172,7 @@ def test_a_compat_value_of_the_wrong_type_raises_naming_the_key() -> None:
 
 
 def test_compat_on_an_api_without_flags_raises() -> None:
-    model = get_model("anthropic", "claude-haiku-4-5").model_copy(
-        update={"compat": {"include_usage": False}}
-    )
+    model = CLAUDE.model_copy(update={"compat": {"include_usage": False}})
 
     with pytest.raises(ValueError, match="anthropic-messages takes no compat flags"):
         stream_core.stream(model, HELLO)

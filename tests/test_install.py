@@ -87,7 +87,7 @@ HARNESS_SCRIPT = """
 import httpx, anyio
 import providers, contract_tests
 import stream_core
-from stream_core import Context, StreamOptions, UserMessage, get_model, list_providers
+from stream_core import Context, Model, StreamOptions, UserMessage, list_providers
 from stream_core._cli import demo_body
 
 async def main():
@@ -98,7 +98,9 @@ async def main():
     async with httpx.AsyncClient(transport=transport) as client:
         options = StreamOptions(client=client, api_key="sk-install-test")
         context = Context(messages=[UserMessage(content="weather and time in Paris?")])
-        return await stream_core.complete(get_model("openai", "gpt-4.1-mini"), context, options)
+        model = Model(id="gpt-x", api="openai-completions", provider="openai",
+                      base_url="https://api.openai.com/v1")
+        return await stream_core.complete(model, context, options)
 
 message = anyio.run(main)
 assert message.error is None, message.error
