@@ -115,7 +115,7 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
     if model.api != api:
         raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
     if model.compat:
-        check_compat(wire, model.compat)
+        _check_compat(wire, model.compat)
     if options is not None and not isinstance(options, StreamOptions):
         raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
     if isinstance(context, dict):
@@ -139,7 +139,7 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
     return context
 
 
-def check_compat(wire: WireAPI, compat: Mapping[str, Any]) -> None:
+def _check_compat(wire: WireAPI, compat: Mapping[str, Any]) -> None:
     """Raise ValueError naming the first `Model.compat` key `wire` does not know, or whose
     value has the wrong type: a typo must not be silently dropped."""
     if wire.compat is None:
