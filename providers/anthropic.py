@@ -9,6 +9,7 @@ no contract type: they are skipped, and so are their deltas and stops.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
@@ -57,6 +58,7 @@ _USAGE_FIELDS: dict[str, str] = {
     "cache_write": "cache_creation_input_tokens",
 }
 
+_BASE_URL = "https://api.anthropic.com"
 _VERSION = "2023-06-01"
 _BETAS = ("fine-grained-tool-streaming-2025-05-14",)
 _THINKING_BETA = "interleaved-thinking-2025-05-14"
@@ -165,12 +167,14 @@ def _convert_messages(
     return out
 
 
-def _user_blocks(content: list[TextContent | ImageContent], *, vision: bool) -> list[Any]:
+def _user_blocks(content: Sequence[object], *, vision: bool) -> list[Any]:
     blocks: list[dict[str, Any]] = []
     for b in content:
         if isinstance(b, TextContent):
             if b.text.strip():
                 blocks.append({"type": "text", "text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # UnknownContent: kept in the history, never sent
         elif vision:
             blocks.append(
                 {
@@ -298,4 +302,6 @@ WIRE = WireAPI(
     auth_headers=lambda model, key: {"x-api-key": key},
     translator=_translator,
     api_key_env=lambda model: "ANTHROPIC_API_KEY",
+    base_url_env={_BASE_URL: "ANTHROPIC_BASE_URL"},
+    providers={"anthropic": _BASE_URL},
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_core import (
@@ -149,7 +149,7 @@ def _build_generate(model: Model, context: Context, options: StreamOptions) -> W
     return WireRequest(url=base_url(model) + "/api/generate", payload=payload)
 
 
-def _text_and_images(content: str | list[TextContent | ImageContent]) -> tuple[str, list[str]]:
+def _text_and_images(content: str | Sequence[object]) -> tuple[str, list[str]]:
     if isinstance(content, str):
         return content, []
     text = "\n".join(b.text for b in content if isinstance(b, TextContent))
@@ -327,6 +327,7 @@ WIRE = WireAPI(
     key_required=lambda model: False,
     decoder=NDJSONBytesDecoder,
     parse_response=_chat_answer,
+    providers={},  # `ollama/...` in the CLI stays the OpenAI-compatible row (/v1)
 )
 
 GENERATE_WIRE = dataclasses.replace(
@@ -335,6 +336,7 @@ GENERATE_WIRE = dataclasses.replace(
     build_request=_build_generate,
     translator=_generate_translator,
     parse_response=_generate_answer,
+    providers={},
 )
 
 # Both endpoints register from this one module.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Hashable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from stream_core import (
@@ -173,9 +173,8 @@ def compat_for(model: Model) -> Compat:
                 key_required=False,
             )
         )
-    known = {f.name for f in fields(Compat)}
-    overrides = {k: v for k, v in model.compat.items() if k in known}
-    return replace(row, **overrides) if overrides else row
+    # Keys and types were checked when the stream was opened (`WireAPI.compat`).
+    return replace(row, **model.compat) if model.compat else row
 
 
 # --- request ------------------------------------------------------------------------------
@@ -283,6 +282,8 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
         if isinstance(b, TextContent):
             if b.text.strip():
                 parts.append({"type": "text", "text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # UnknownContent: kept in the history, never sent
         elif vision:
             url = f"data:{b.mime_type};base64,{b.data}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
@@ -474,4 +475,7 @@ WIRE = WireAPI(
     translator=_translator,
     api_key_env=lambda model: compat_for(model).env,
     key_required=lambda model: compat_for(model).key_required,
+    compat=Compat,
+    base_url_env={Compat.base_url: "OPENAI_BASE_URL"},
+    providers={name: row.base_url for name, row in COMPAT.items()},
 )

@@ -47,6 +47,7 @@ from ._models import Model, ModelPrices, get_model, list_models, register_model
 from ._options import THINKING_BUDGETS, ReasoningEffort, StreamOptions
 from ._registry import (
     ProviderEntry,
+    StreamFunction,
     api_key_env,
     complete,
     get_provider,
@@ -78,6 +79,7 @@ from ._tools import (
     repair_tool_pairs,
 )
 from ._types import (
+    KEEP_UNKNOWN_BLOCKS,
     AssistantMessage,
     Context,
     Cost,
@@ -91,6 +93,7 @@ from ._types import (
     Tool,
     ToolCall,
     ToolResultMessage,
+    UnknownContent,
     Usage,
     UserMessage,
 )
@@ -98,6 +101,7 @@ from ._types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "KEEP_UNKNOWN_BLOCKS",
     "OVERFLOW_PATTERNS",
     "THINKING_BUDGETS",
     "ArgumentsError",
@@ -131,6 +135,7 @@ __all__ = [
     "StopRule",
     "StreamError",
     "StreamFailure",
+    "StreamFunction",
     "StreamOptions",
     "TextContent",
     "TextDelta",
@@ -148,6 +153,7 @@ __all__ = [
     "ToolPairAudit",
     "ToolResultMessage",
     "Translator",
+    "UnknownContent",
     "Usage",
     "UserMessage",
     "WireAPI",

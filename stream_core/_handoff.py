@@ -19,6 +19,7 @@ from ._types import (
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
+    UnknownContent,
 )
 
 __all__ = ["id_normalizer", "is_same_model", "prepare_messages", "sanitize_surrogates"]
@@ -164,6 +165,8 @@ def _prepare_assistant(
             else:
                 content.append(TextContent(text=block.text))
                 changed = True
+        elif isinstance(block, UnknownContent):
+            changed = True  # kept in the history, never sent: no vendor form is known
         else:
             update: dict[str, object] = {}
             new_id = ids.for_call(block.id)

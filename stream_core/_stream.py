@@ -12,6 +12,7 @@ the only await per network chunk is the read.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import json
 import logging
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from ._assembler import Assembler, StopRule
@@ -95,20 +96,35 @@ class WireAPI:
     """Reads the vendor's non-streamed JSON answer (a proxy that ignored `stream: true`)
     as a whole: the same assembler calls as if it had streamed in one piece, ending with
     `asm.finished = True`. None: such an answer ends the stream `protocol`."""
+    compat: type[Any] | None = None
+    """The dataclass of per-endpoint flags `Model.compat` may set (None: it takes none);
+    an unknown key or a value of the wrong type raises at the call, naming the key."""
+    base_url_env: Mapping[str, str] = field(default_factory=dict)
+    """Vendor default base URL -> the environment variable that replaces it (the official
+    SDK's own, e.g. `OPENAI_BASE_URL`). Only a model still at that default is redirected."""
+    providers: Mapping[str, str] = field(default_factory=dict)
+    """Provider names this API serves -> their default base URL, so a model outside the
+    catalog can be named as `provider/model-id` (e.g. `ollama/llama3.2`)."""
 
     def open(
-        self, model: Model, context: Context | dict[str, Any], options: StreamOptions | None
+        self,
+        model: Model,
+        context: Context | dict[str, Any],
+        options: StreamOptions | None = None,
     ) -> AssistantStream:
-        context = _check_call(self.api, model, context, options)
+        context = _check_call(self, model, context, options)
         return AssistantStream(self, model, context, options or StreamOptions())
 
 
-def _check_call(api: str, model: Any, context: Any, options: Any) -> Context:
+def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context:
     """Programmer errors raise here, before any I/O, naming the bad field."""
+    api = wire.api
     if not isinstance(model, Model):
         raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
     if model.api != api:
         raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
+    if model.compat:
+        _check_compat(wire, model.compat)
     if options is not None and not isinstance(options, StreamOptions):
         raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
     if isinstance(context, dict):
@@ -130,6 +146,58 @@ def _check_call(api: str, model: Any, context: Any, options: Any) -> Context:
                 "(filter JSONL records with messages_only())"
             )
     return context
+
+
+def _check_compat(wire: WireAPI, compat: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first `Model.compat` key `wire` does not know, or whose
+    value has the wrong type: a typo must not be silently dropped."""
+    if wire.compat is None:
+        raise ValueError(
+            f"model.compat: {wire.api} takes no compat flags (got {', '.join(map(repr, compat))})"
+        )
+    adapters = _field_adapters(wire.compat)
+    for key, value in compat.items():
+        adapter = adapters.get(key)
+        if adapter is None:
+            raise ValueError(
+                f"model.compat: unknown key {key!r} for {wire.api} "
+                f"(known: {', '.join(sorted(adapters))})"
+            )
+        try:
+            adapter.validate_python(value, strict=True)
+        except ValidationError as exc:
+            raise ValueError(f"model.compat.{key}: {exc.errors()[0]['msg']}") from None
+
+
+_ADAPTERS: dict[type[Any], dict[str, TypeAdapter[Any]]] = {}
+
+
+def _field_adapters(cls: type[Any]) -> dict[str, TypeAdapter[Any]]:
+    adapters = _ADAPTERS.get(cls)
+    if adapters is None:
+        hints = typing.get_type_hints(cls)
+        adapters = {f.name: TypeAdapter(hints[f.name]) for f in dataclasses.fields(cls)}
+        _ADAPTERS[cls] = adapters
+    return adapters
+
+
+def _endpoint(wire: WireAPI, model: Model, options: StreamOptions) -> Model:
+    """The model as it is sent: `options.base_url` wins; else the vendor SDK's variable
+    (`OPENAI_BASE_URL`, ...) replaces the vendor's default host, never a URL the model
+    chose itself, so a gateway or a local server needs no code change."""
+    url = options.base_url or None
+    if url is None:
+        env = wire.base_url_env.get(model.base_url.rstrip("/"))
+        url = (os.environ.get(env) or None) if env else None
+    if url is None or url == model.base_url:
+        return model
+    return model.model_copy(update={"base_url": url})
+
+
+# Headers whose values are credentials: kept out of every error text.
+_AUTH_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key"}
+)
 
 
 # States of the pump.
@@ -253,7 +321,8 @@ class AssistantStream:
                 raise StreamFailure(error)
 
     def _build(self) -> httpx.Request:
-        wire, model, opts = self._wire, self._model, self._options
+        wire, opts = self._wire, self._options
+        model = _endpoint(wire, self._model, opts)
         api_key = opts.api_key
         env = wire.api_key_env(model)
         if api_key is None and env:
@@ -274,6 +343,8 @@ class AssistantStream:
             if replaced is not None:
                 req.payload = replaced
         headers = {
+            # The request is built here, not by the client: its own defaults come first.
+            **(opts.client.headers if opts.client is not None else {}),
             "accept": "text/event-stream",
             # Compressed SSE arrives all at once; ask for it plain.
             "accept-encoding": "identity",
@@ -282,6 +353,14 @@ class AssistantStream:
             **model.headers,
             **opts.headers,
         }
+        # Credentials set as headers (a gateway's token on the client, say) are secrets too.
+        self._secrets += tuple(
+            part
+            for name, value in headers.items()
+            if name.lower() in _AUTH_HEADERS
+            for part in {value, value.partition(" ")[2]}
+            if part
+        )
         timeout = httpx.Timeout(
             connect=opts.connect_timeout, read=None, write=60.0, pool=opts.connect_timeout
         )
