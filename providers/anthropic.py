@@ -154,7 +154,12 @@ def _convert_messages(
             else:
                 blocks = _user_blocks(m.content, vision=vision)
             if blocks:
-                out.append({"role": "user", "content": blocks})
+                if out and out[-1]["role"] == "user":
+                    # Right after tool results: one user turn (results first, then the text),
+                    # so roles keep alternating.
+                    out[-1]["content"] += blocks
+                else:
+                    out.append({"role": "user", "content": blocks})
         else:
             blocks = _assistant_blocks(m)
             if blocks:

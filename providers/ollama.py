@@ -146,6 +146,8 @@ def _build_generate(model: Model, context: Context, options: StreamOptions) -> W
         payload["prompt"] = "\n\n".join(turns) + "\n\nAssistant:"
     if images and "image" in model.input:
         payload["images"] = images
+    elif images:
+        payload["prompt"] += "\n(image omitted: this model takes no images)"
     return WireRequest(url=base_url(model) + "/api/generate", payload=payload)
 
 
@@ -162,7 +164,11 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
     if context.system_prompt:
         out.append({"role": "system", "content": context.system_prompt})
     # Ollama pairs results with calls by position and name, not by id: ids need no mapping.
+    pending: list[str] = []  # images from tool results, sent once the results are done
     for m in prepare_messages(context, api=API, provider=model.provider, model_id=model.id):
+        if not isinstance(m, ToolResultMessage) and pending:
+            out.append(_tool_images(pending, vision=vision))
+            pending = []
         if isinstance(m, UserMessage):
             text, images = _text_and_images(m.content)
             entry: dict[str, Any] = {"role": "user", "content": text}
@@ -178,7 +184,17 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
                 out.append(converted)
         else:
             out.append(_tool_result(m))
+            pending += _text_and_images(m.content)[1]
+    if pending:
+        out.append(_tool_images(pending, vision=vision))
     return out
+
+
+def _tool_images(images: list[str], *, vision: bool) -> dict[str, Any]:
+    """Tool messages carry text only: their images follow the results as a user message."""
+    if vision:
+        return {"role": "user", "content": "Attached image(s) from tool results:", "images": images}
+    return {"role": "user", "content": "(image omitted: this model takes no images)"}
 
 
 def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
