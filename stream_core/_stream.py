@@ -13,6 +13,7 @@ the only await per network chunk is the read.
 from __future__ import annotations
 
 import email.utils
+import html
 import json
 import logging
 import math
@@ -368,7 +369,7 @@ class AssistantStream:
     def _http_error(self, response: httpx.Response, body: bytes) -> StreamError:
         vendor_type, text = vendor_error_text(body)
         status = response.status_code
-        message = f"HTTP {status}"
+        message = f"HTTP {status} from {self._where()}"
         if text:
             message += f": {text}"
         return error_from_status(
@@ -380,7 +381,17 @@ class AssistantStream:
 
     def _net_text(self, exc: Exception) -> str:
         text = str(exc) or type(exc).__name__
-        return redact(f"{type(exc).__name__}: {text}", self._secrets)
+        return redact(f"{type(exc).__name__} on {self._where()}: {text}", self._secrets)
+
+    def _where(self) -> str:
+        """`POST https://host/path` of the request, for error texts: no query string (it may
+        carry a key) and no user info."""
+        request = self._request
+        if request is None:
+            return "the request"
+        url = request.url
+        port = f":{url.port}" if url.port is not None else ""
+        return f"{request.method} {url.scheme}://{url.host}{port}{url.path}"
 
     async def _may_retry(self, error: StreamError) -> bool:
         """Sleep and reset for another attempt when the contract allows one."""
@@ -534,12 +545,24 @@ class AssistantStream:
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
 _TAGS = re.compile(r"<[^>]*>|\s+")
+# What a browser would not show: scripts, styles, comments, the head's metadata.
+_HIDDEN = re.compile(
+    r"<(script|style|head|noscript)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL
+)
+_ERROR_TEXT_LIMIT = 500
 
 
 def _snippet(body: bytes, limit: int = 200) -> str:
     """The first words of a body, markup stripped, for an error message."""
-    text = _TAGS.sub(" ", body[: limit * 8].decode("utf-8", "replace")).strip()
+    text = strip_markup(body[: limit * 16].decode("utf-8", "replace"))
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def strip_markup(text: str) -> str:
+    """The visible words of an HTML page (a proxy's error or login page), on one line."""
+    if "<" in text:
+        text = html.unescape(_TAGS.sub(" ", _HIDDEN.sub(" ", text)))
+    return " ".join(text.split())
 
 
 def _unreadable(event: str, exc: Exception) -> str:
@@ -567,8 +590,14 @@ def vendor_error_text(body: bytes) -> tuple[str | None, str]:
     try:
         data = from_json(body) if body else None
     except ValueError:
-        return None, text[:2000]
-    return vendor_error_fields(data) if data is not None else (None, text[:2000])
+        data = None
+    if data is not None:
+        return vendor_error_fields(data)
+    # Not JSON: a proxy's page. Its words, not its markup, and not all of them.
+    text = strip_markup(text)
+    if len(text) > _ERROR_TEXT_LIMIT:
+        text = text[: _ERROR_TEXT_LIMIT - 3] + "..."
+    return None, text
 
 
 def vendor_error_fields(data: Any) -> tuple[str | None, str]:
@@ -587,7 +616,12 @@ def vendor_error_fields(data: Any) -> tuple[str | None, str]:
     if raw:
         message += f"\n{raw}"
     # A specific code (context_length_exceeded) says more than a generic type.
-    if isinstance(code, str) and code not in ("", kind) and kind == "invalid_request_error":
+    if (
+        isinstance(code, str)
+        and code not in ("", kind)
+        and kind == "invalid_request_error"
+        and not code.isdigit()  # a proxy's "400" is a status (see `error_from_vendor`)
+    ):
         kind = code
     return (str(kind) if kind is not None else None), message
 
