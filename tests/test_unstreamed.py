@@ -13,6 +13,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import Run, options, run_provider, sse_response
 
@@ -504,3 +506,63 @@ def test_tool_calls_of_a_whole_answer_are_complete_calls() -> None:
     assert len(run.message.tool_calls()) == 3
     for call in run.message.tool_calls():
         assert isinstance(call, ToolCall) and not call.truncated and call.partial_json == ""
+
+
+# --- untrusted whole answers --------------------------------------------------------------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [at]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found += _paths(v, (*at, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found += _paths(v, (*at, i))
+    return found
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("api", "answer"), [(ANTHROPIC, ANTHROPIC_MESSAGE), (OPENAI, OPENAI_COMPLETION)]
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_json_in_any_field_of_a_whole_answer_still_ends_cleanly(
+    api: str, answer: dict[str, Any], data: st.DataObject
+) -> None:
+    """If this fails: a whole answer of an unexpected shape crashes the stream or leaves a
+    message that does not validate."""
+    path = data.draw(st.sampled_from(_paths(answer)))
+    mutated = _replaced(answer, path, data.draw(_JSON))
+    run = _run(api, _json_response(mutated))
+    message = run.message
+    assert message.error is None or message.error.kind in (
+        "protocol",
+        "refusal",
+        "content_filter",
+        "server",
+        "invalid_request",
+        "overloaded",
+        "rate_limit",
+        "auth",
+        "not_found",
+        "context_overflow",
+        "timeout",
+    ), message.error
+    assert type(message).model_validate_json(message.model_dump_json()) == message
