@@ -322,7 +322,7 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
     the stream's `message_start`, one start/stop per content block, `message_delta` and
     `message_stop`."""
     body = as_object(obj, "response")
-    if body.get("type") == "error" or "error" in body:
+    if body.get("type") == "error" or body.get("error"):
         vendor_type, message = vendor_error_fields(body)
         raise StreamFailure(error_from_vendor(vendor_type, message))
     asm.set_response_id(optional_field(body, "id", str, "response"))

@@ -390,8 +390,9 @@ class AssistantStream:
         if request is None:
             return "the request"
         url = request.url
+        host = f"[{url.host}]" if ":" in url.host else url.host  # IPv6
         port = f":{url.port}" if url.port is not None else ""
-        return f"{request.method} {url.scheme}://{url.host}{port}{url.path}"
+        return f"{request.method} {url.scheme}://{host}{port}{url.path}"
 
     async def _may_retry(self, error: StreamError) -> bool:
         """Sleep and reset for another attempt when the contract allows one."""
@@ -544,11 +545,11 @@ class AssistantStream:
 
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
-_TAGS = re.compile(r"<[^>]*>|\s+")
-# What a browser would not show: scripts, styles, comments, the head's metadata.
-_HIDDEN = re.compile(
-    r"<(script|style|head|noscript)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL
-)
+# A tag opens with a name, `/` or `!` and cannot hold another `<`: a run of stray `<`
+# stays linear, and "a < b" in plain text is not a tag.
+_TAGS = re.compile(r"<[a-zA-Z/!?][^<>]*>")
+# Where a browser shows nothing until the matching close: scripts, styles, the head.
+_HIDDEN_OPEN = re.compile(r"<(script|style|head|noscript|!--)", re.IGNORECASE)
 _ERROR_TEXT_LIMIT = 500
 
 
@@ -559,10 +560,29 @@ def _snippet(body: bytes, limit: int = 200) -> str:
 
 
 def strip_markup(text: str) -> str:
-    """The visible words of an HTML page (a proxy's error or login page), on one line."""
+    """The visible words of an HTML page (a proxy's error or login page), on one line.
+    Linear in the text, whatever the markup (vendor bytes are untrusted)."""
     if "<" in text:
-        text = html.unescape(_TAGS.sub(" ", _HIDDEN.sub(" ", text)))
+        text = html.unescape(_TAGS.sub(" ", _drop_hidden(text)))
     return " ".join(text.split())
+
+
+def _drop_hidden(text: str) -> str:
+    lower = text.lower()
+    kept: list[str] = []
+    pos = 0
+    while (found := _HIDDEN_OPEN.search(text, pos)) is not None:
+        kept.append(text[pos : found.start()])
+        name = found.group(1).lower()
+        closer = "-->" if name == "!--" else f"</{name}"
+        end = lower.find(closer, found.end())
+        if end < 0:
+            return " ".join(kept)  # never closed: the rest is hidden too
+        pos = end + len(closer)
+        if name != "!--":
+            pos = text.find(">", pos) + 1 or len(text)
+    kept.append(text[pos:])
+    return " ".join(kept)
 
 
 def _unreadable(event: str, exc: Exception) -> str:

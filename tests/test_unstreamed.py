@@ -591,3 +591,21 @@ def test_any_json_in_any_field_of_a_whole_answer_still_ends_cleanly(
     assert message.stop_reason in ("stop", "length", "tool_use", "error")
     again = type(message).model_validate_json(message.model_dump_json())
     assert again.model_dump() == message.model_dump()
+
+
+@pytest.mark.parametrize(
+    ("page", "words"),
+    [
+        (
+            "<p>Bad&amp;Gateway</p><script>var x = '<b>';</script ><!-- note --> end",
+            "Bad&Gateway end",
+        ),
+        ("a < b and c > d", "a < b and c > d"),  # plain text with brackets is not markup
+        ("<h1>cut</h1><style>body{}", "cut"),  # a style never closed hides the rest
+        ("<" * 5000 + "<b>x</b>", "<" * 5000 + " x"),  # stray brackets stay, tags go
+    ],
+)
+def test_strip_markup_keeps_the_visible_words(page: str, words: str) -> None:
+    from stream_core._stream import strip_markup
+
+    assert strip_markup(page) == words
