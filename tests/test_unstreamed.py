@@ -551,6 +551,28 @@ def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     return copy
 
 
+# A completion carrying reasoning signatures the way OpenRouter and LiteLLM do.
+SIGNED_COMPLETION: dict[str, Any] = {
+    **OPENAI_COMPLETION,
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "Hi",
+                "reasoning": "Greet.",
+                "reasoning_details": [
+                    {"type": "reasoning.text", "text": "Greet.", "signature": "s", "index": 0},
+                    {"type": "reasoning.encrypted", "data": "blob", "index": 1},
+                ],
+                "thinking_blocks": [{"type": "thinking", "thinking": "Greet.", "signature": "t"}],
+            },
+            "finish_reason": "stop",
+        }
+    ],
+}
+
+
 def _parse_whole(api: str, answer: Any) -> list[Any]:
     """What the pipeline does with a whole answer (`AssistantStream._read_chunk`), without
     HTTP so many shapes run fast: the provider's `parse_response`, failures as errors."""
@@ -575,7 +597,8 @@ def _parse_whole(api: str, answer: Any) -> list[Any]:
 
 
 @pytest.mark.parametrize(
-    ("api", "answer"), [(ANTHROPIC, ANTHROPIC_MESSAGE), (OPENAI, OPENAI_COMPLETION)]
+    ("api", "answer"),
+    [(ANTHROPIC, ANTHROPIC_MESSAGE), (OPENAI, OPENAI_COMPLETION), (OPENAI, SIGNED_COMPLETION)],
 )
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
