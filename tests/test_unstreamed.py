@@ -600,7 +600,7 @@ def _parse_whole(api: str, answer: Any) -> list[Any]:
     ("api", "answer"),
     [(ANTHROPIC, ANTHROPIC_MESSAGE), (OPENAI, OPENAI_COMPLETION), (OPENAI, SIGNED_COMPLETION)],
 )
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_json_in_any_field_of_a_whole_answer_still_ends_cleanly(
     api: str, answer: dict[str, Any], data: st.DataObject
