@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import html
 import json
 import logging
 import math
@@ -449,7 +450,7 @@ class AssistantStream:
     def _http_error(self, response: httpx.Response, body: bytes) -> StreamError:
         vendor_type, text = vendor_error_text(body)
         status = response.status_code
-        message = f"HTTP {status}"
+        message = f"HTTP {status} from {self._where()}"
         if text:
             message += f": {text}"
         return error_from_status(
@@ -461,7 +462,18 @@ class AssistantStream:
 
     def _net_text(self, exc: Exception) -> str:
         text = str(exc) or type(exc).__name__
-        return redact(f"{type(exc).__name__}: {text}", self._secrets)
+        return redact(f"{type(exc).__name__} on {self._where()}: {text}", self._secrets)
+
+    def _where(self) -> str:
+        """`POST https://host/path` of the request, for error texts: no query string (it may
+        carry a key) and no user info."""
+        request = self._request
+        if request is None:
+            return "the request"
+        url = request.url
+        host = f"[{url.host}]" if ":" in url.host else url.host  # IPv6
+        port = f":{url.port}" if url.port is not None else ""
+        return f"{request.method} {url.scheme}://{host}{port}{url.path}"
 
     async def _may_retry(self, error: StreamError) -> bool:
         """Sleep and reset for another attempt when the contract allows one."""
@@ -614,13 +626,44 @@ class AssistantStream:
 
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
-_TAGS = re.compile(r"<[^>]*>|\s+")
+# A tag opens with a name, `/` or `!` and cannot hold another `<`: a run of stray `<`
+# stays linear, and "a < b" in plain text is not a tag.
+_TAGS = re.compile(r"<[a-zA-Z/!?][^<>]*>")
+# Where a browser shows nothing until the matching close: scripts, styles, the head.
+_HIDDEN_OPEN = re.compile(r"<(script|style|head|noscript|!--)", re.IGNORECASE)
+_ERROR_TEXT_LIMIT = 500
 
 
 def _snippet(body: bytes, limit: int = 200) -> str:
     """The first words of a body, markup stripped, for an error message."""
-    text = _TAGS.sub(" ", body[: limit * 8].decode("utf-8", "replace")).strip()
+    text = strip_markup(body[: limit * 16].decode("utf-8", "replace"))
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def strip_markup(text: str) -> str:
+    """The visible words of an HTML page (a proxy's error or login page), on one line.
+    Linear in the text, whatever the markup (vendor bytes are untrusted)."""
+    if "<" in text:
+        text = html.unescape(_TAGS.sub(" ", _drop_hidden(text)))
+    return " ".join(text.split())
+
+
+def _drop_hidden(text: str) -> str:
+    lower = text.lower()
+    kept: list[str] = []
+    pos = 0
+    while (found := _HIDDEN_OPEN.search(text, pos)) is not None:
+        kept.append(text[pos : found.start()])
+        name = found.group(1).lower()
+        closer = "-->" if name == "!--" else f"</{name}"
+        end = lower.find(closer, found.end())
+        if end < 0:
+            return " ".join(kept)  # never closed: the rest is hidden too
+        pos = end + len(closer)
+        if name != "!--":
+            pos = text.find(">", pos) + 1 or len(text)
+    kept.append(text[pos:])
+    return " ".join(kept)
 
 
 def _unreadable(event: str, exc: Exception) -> str:
@@ -648,8 +691,14 @@ def vendor_error_text(body: bytes) -> tuple[str | None, str]:
     try:
         data = from_json(body) if body else None
     except ValueError:
-        return None, text[:2000]
-    return vendor_error_fields(data) if data is not None else (None, text[:2000])
+        data = None
+    if data is not None:
+        return vendor_error_fields(data)
+    # Not JSON: a proxy's page. Its words, not its markup, and not all of them.
+    text = strip_markup(text)
+    if len(text) > _ERROR_TEXT_LIMIT:
+        text = text[: _ERROR_TEXT_LIMIT - 3] + "..."
+    return None, text
 
 
 def vendor_error_fields(data: Any) -> tuple[str | None, str]:
@@ -668,7 +717,12 @@ def vendor_error_fields(data: Any) -> tuple[str | None, str]:
     if raw:
         message += f"\n{raw}"
     # A specific code (context_length_exceeded) says more than a generic type.
-    if isinstance(code, str) and code not in ("", kind) and kind == "invalid_request_error":
+    if (
+        isinstance(code, str)
+        and code not in ("", kind)
+        and kind == "invalid_request_error"
+        and not code.isdigit()  # a proxy's "400" is a status (see `error_from_vendor`)
+    ):
         kind = code
     return (str(kind) if kind is not None else None), message
 
