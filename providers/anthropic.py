@@ -243,6 +243,7 @@ def _translator(asm: Assembler) -> Translator:
         elif kind == "message_start":
             message = obj.get("message") or {}
             asm.message.response_id = message.get("id")
+            asm.set_response_model(message.get("model"))
             _usage(asm, message.get("usage"))
         elif kind == "message_delta":
             delta = obj.get("delta") or {}
