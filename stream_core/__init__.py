@@ -62,6 +62,7 @@ from ._stream import (
     parse_json,
     vendor_error_fields,
 )
+from ._sync import SyncStream, complete_sync, stream_sync
 from ._tokens import (
     estimate_context_tokens,
     estimate_message_tokens,
@@ -129,6 +130,7 @@ __all__ = [
     "StreamError",
     "StreamFailure",
     "StreamOptions",
+    "SyncStream",
     "TextContent",
     "TextDelta",
     "TextEnd",
@@ -153,6 +155,7 @@ __all__ = [
     "api_key_env",
     "audit_tool_pairs",
     "complete",
+    "complete_sync",
     "compute_cost",
     "dump_messages",
     "error_from_status",
@@ -181,6 +184,7 @@ __all__ = [
     "repair_tool_pairs",
     "sanitize_surrogates",
     "stream",
+    "stream_sync",
     "unregister_providers",
     "vendor_error_fields",
 ]
