@@ -24,7 +24,9 @@ from stream_core import (
 def _openai(*chunks: dict[str, Any], headers: dict[str, str] | None = None) -> Run:
     body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
     body += b"data: [DONE]\n\n"
-    response = sse_response([body], headers={"content-type": "text/event-stream", **(headers or {})})
+    response = sse_response(
+        [body], headers={"content-type": "text/event-stream", **(headers or {})}
+    )
 
     async def main() -> Run:
         return await run_provider("openai-completions", [response])

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from stream_core.contract_tests.kit import sse_response
 
 from stream_core import (
     Context,
@@ -25,12 +26,11 @@ from stream_core import (
     StreamOptions,
     TextDelta,
     UserMessage,
+    _otel,
     complete,
     get_model,
     stream,
 )
-from stream_core import _otel
-from stream_core.contract_tests.kit import sse_response
 
 ROOT = Path(__file__).parents[1]
 TEXT_BODY = (

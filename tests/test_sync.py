@@ -65,7 +65,11 @@ TAIL = (
     + sse("content_block_stop", {"type": "content_block_stop", "index": 0})
     + sse(
         "message_delta",
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 2},
+        },
     )
     + sse("message_stop", {"type": "message_stop"})
 )
