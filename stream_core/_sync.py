@@ -16,6 +16,7 @@ thread hand-off per network read, not per event.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import threading
 from collections import deque
@@ -72,6 +73,20 @@ def _run_loop(ready: Future[BlockingPortal]) -> None:
     except BaseException as exc:  # pragma: no cover - the loop failed to start
         if not ready.done():
             ready.set_exception(exc)
+
+
+@atexit.register
+def _stop_loop() -> None:
+    # While threads still run: a stream dropped later, during interpreter teardown, then
+    # finds the portal stopped instead of waiting forever on a frozen daemon thread.
+    global _portal
+    with _lock:
+        portal, _portal = _portal, None
+    if portal is not None:
+        try:
+            portal.call(portal.stop, True)
+        except RuntimeError:
+            pass
 
 
 def _forget_loop() -> None:

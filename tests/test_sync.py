@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -213,3 +215,37 @@ def test_failures_end_the_stream_as_data() -> None:
     events = list(s)
     assert [type(e) for e in events] == [MessageStart, MessageEnd]
     assert s.message.error is not None and s.message.error.kind == "auth"
+
+
+LEFT_OPEN = """
+import anyio, httpx
+from stream_core import (
+    Context, MessageUpdate, StreamOptions, UserMessage, get_model, stream_sync)
+
+class Silent(httpx.AsyncByteStream):
+    async def __aiter__(self):
+        yield HEAD
+        await anyio.sleep_forever()
+
+client = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(
+    200, headers={"content-type": "text/event-stream"}, stream=Silent())))
+s = stream_sync(get_model("anthropic", "claude-sonnet-4-5"),
+                Context(messages=[UserMessage(content="hi")]),
+                StreamOptions(api_key="sk-test-0000", client=client))
+for event in s:
+    if isinstance(event, MessageUpdate):
+        break
+print(s.message.text())
+"""
+
+
+def test_a_script_exits_with_a_stream_left_open() -> None:
+    # `s` is still open when the script ends; tearing it down must not wait on the loop.
+    done = subprocess.run(
+        [sys.executable, "-c", f"HEAD = {HEAD!r}\n" + LEFT_OPEN],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Hel"
