@@ -1,32 +1,32 @@
 """Blocking calls for scripts, notebooks and sync frameworks: `stream_sync`, `complete_sync`.
 
-The async stream runs on one background event loop (asyncio, in a daemon thread started on
-first use) and the calling thread waits on it through an anyio blocking portal. That works
-the same from a thread without a loop and from inside a running loop's thread (Jupyter),
-where `anyio.run` would fail. Sharing one loop lets an `httpx.AsyncClient` passed in
-`options.client` keep its pooled connections across sync calls.
+The async stream runs on one background asyncio loop (a daemon thread started on first
+use) and the calling thread waits for it. That works the same from a thread without a loop
+and from inside a running loop's thread (Jupyter), where `anyio.run` would fail. Sharing
+one loop lets an `httpx.AsyncClient` passed in `options.client` keep its pooled
+connections across sync calls. Each step runs in a copy of the caller's context variables,
+so a span current in the caller's thread is the parent of the call's span.
 
-The caller and the loop take turns, never run at once: one portal call runs the pipeline
-until it has events (one network read), hands over every event that read produced, and the
-loop then waits for the next call. Events therefore arrive as the vendor sends them, the
-live `event.message` is never mutated while the caller looks at it, and the cost is one
-thread hand-off per network read, not per event.
+The caller and the loop take turns, never run at once: one step runs the pipeline until it
+has events (one network read), hands over every event that read produced, and the loop
+then waits for the next step. Events therefore arrive as the vendor sends them, the live
+`event.message` is never mutated while the caller looks at it, and the cost is one thread
+hand-off per network read, not per event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import contextvars
 import os
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
-from concurrent.futures import Future
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
-from anyio.from_thread import BlockingPortal
 
 from ._events import AssistantStreamEvent, MessageEnd
 from ._models import Model
@@ -39,60 +39,57 @@ __all__ = ["SyncStream", "complete_sync", "stream_sync"]
 
 T = TypeVar("T")
 
+_library_cvar: contextvars.ContextVar[str | None] | None
+try:
+    from sniffio import current_async_library_cvar as _library_cvar
+except ImportError:  # pragma: no cover - anyio without sniffio
+    _library_cvar = None
+
 _lock = threading.Lock()
-_portal: BlockingPortal | None = None
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_thread: int | None = None
+_exiting = False
 _closing_tasks: set[asyncio.Task[None]] = set()
 
 
-def _get_portal() -> BlockingPortal:
-    global _portal
+def _get_loop() -> asyncio.AbstractEventLoop:
+    global _loop
     with _lock:
-        if _portal is None:
-            ready: Future[BlockingPortal] = Future()
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
             thread = threading.Thread(
-                target=_run_loop, args=(ready,), name="stream-core-sync", daemon=True
+                target=_run_loop, args=(loop, ready), name="stream-core-sync", daemon=True
             )
             thread.start()
-            _portal = ready.result()
-        return _portal
+            ready.wait()
+            _loop = loop
+        return _loop
 
 
-def _run_loop(ready: Future[BlockingPortal]) -> None:
-    async def main() -> None:
-        global _loop, _loop_thread
-        _loop = asyncio.get_running_loop()
-        _loop_thread = threading.get_ident()
-        async with BlockingPortal() as portal:
-            ready.set_result(portal)
-            await portal.sleep_until_stopped()
-
-    try:
-        anyio.run(main, backend="asyncio")
-    except BaseException as exc:  # pragma: no cover - the loop failed to start
-        if not ready.done():
-            ready.set_exception(exc)
+def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+    global _loop_thread
+    _loop_thread = threading.get_ident()
+    asyncio.set_event_loop(loop)
+    loop.call_soon(ready.set)
+    loop.run_forever()
 
 
 @atexit.register
 def _stop_loop() -> None:
-    # While threads still run: a stream dropped later, during interpreter teardown, then
-    # finds the portal stopped instead of waiting forever on a frozen daemon thread.
-    global _portal
-    with _lock:
-        portal, _portal = _portal, None
-    if portal is not None:
-        try:
-            portal.call(portal.stop, True)
-        except RuntimeError:
-            pass
+    # While threads still run: a stream dropped later, during interpreter teardown, must
+    # not wait on a daemon thread that finalization has frozen.
+    global _exiting
+    _exiting = True
+    loop = _loop
+    if loop is not None:
+        loop.call_soon_threadsafe(loop.stop)
 
 
 def _forget_loop() -> None:
     # A forked child has no copy of the loop thread: start a new one on first use.
-    global _portal, _loop, _loop_thread, _lock
-    _portal = _loop = _loop_thread = None
+    global _loop, _loop_thread, _lock
+    _loop = _loop_thread = None
     _lock = threading.Lock()
 
 
@@ -108,9 +105,9 @@ class SyncStream:
     thread, also while another thread waits in `next()`.
     """
 
-    def __init__(self, astream: AssistantStream, portal: BlockingPortal) -> None:
+    def __init__(self, astream: AssistantStream, loop: asyncio.AbstractEventLoop) -> None:
         self._stream = astream
-        self._portal = portal
+        self._loop = loop
         self._batch: deque[AssistantStreamEvent] = deque()
         self._done = False
         self._closed = False
@@ -156,12 +153,16 @@ class SyncStream:
         if self._closed:
             return
         self._closed = True
-        if self._done:
+        if self._done or _exiting:
+            return  # finished, or the loop is stopping with the interpreter
+        if threading.get_ident() == _loop_thread:
+            # Dropped on the loop thread itself (a cycle collected there): it must not wait
+            # on itself, so the close runs as a task of its own.
+            task = self._loop.create_task(self._aclose())
+            _closing_tasks.add(task)
+            task.add_done_callback(_closing_tasks.discard)
             return
-        try:
-            self._portal.call(self._aclose)
-        except RuntimeError:
-            pass  # the loop is gone (interpreter exit): nothing left to close
+        asyncio.run_coroutine_threadsafe(self._aclose(), self._loop).result()
 
     def __enter__(self) -> SyncStream:
         return self
@@ -176,25 +177,23 @@ class SyncStream:
 
     def __del__(self) -> None:
         try:
-            if self._closed or self._done:
-                return
-            loop = _loop
-            if loop is not None and threading.get_ident() == _loop_thread:
-                # Collected on the loop thread itself, which must not block on itself.
-                self._closed = True
-                task = loop.create_task(self._aclose())
-                _closing_tasks.add(task)
-                task.add_done_callback(_closing_tasks.discard)
-            else:
-                self.close()
+            self.close()
         except Exception:
             pass
 
     # --- on the caller's thread -----------------------------------------------------------
 
-    def _call(self, step: Callable[[], Awaitable[T]]) -> T:
+    def _call(self, step: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        if threading.get_ident() == _loop_thread:
+            raise RuntimeError("a sync call cannot run on stream-core's own loop; use stream()")
+        # The step runs in a copy of this thread's context variables (a current span, say),
+        # minus the async library the caller may be running under (trio): ours is asyncio.
+        context = contextvars.copy_context()
+        if _library_cvar is not None:
+            context.run(_library_cvar.set, None)
+        future = context.run(asyncio.run_coroutine_threadsafe, step(), self._loop)
         try:
-            return self._portal.call(step)
+            return future.result()
         except BaseException:
             # KeyboardInterrupt while waiting, say: stop the read on the loop as well.
             self.close()
@@ -207,7 +206,7 @@ class SyncStream:
             self._turn = anyio.Lock()
         return self._turn
 
-    async def _advance(self, step: Callable[[], Awaitable[Any]]) -> None:
+    async def _advance(self, step: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         """Run `step` unless or until `close()` cancels it (the stream then ends itself)."""
         with anyio.CancelScope() as scope:
             self._scope = scope
@@ -263,7 +262,7 @@ def stream_sync(
     `options.cancel` event belongs to one event loop and is not thread-safe).
     """
     astream = stream(model, context, options)
-    return SyncStream(astream, _get_portal())
+    return SyncStream(astream, _get_loop())
 
 
 def complete_sync(

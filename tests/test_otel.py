@@ -28,6 +28,7 @@ from stream_core import (
     UserMessage,
     _otel,
     complete,
+    complete_sync,
     get_model,
     stream,
 )
@@ -203,3 +204,17 @@ def test_nothing_is_imported_without_need(script: str) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_sync_call_is_a_child_of_the_callers_current_span(
+    exporter: InMemorySpanExporter,
+) -> None:
+    tracer = _otel._tracer  # the test's provider
+    with respx.mock(assert_all_mocked=True) as mock:
+        mock.post(URL).mock(return_value=sse_response([TEXT_BODY]))
+        with tracer.start_as_current_span("handle request") as outer:
+            message = complete_sync(MODEL, CONTEXT, OPTIONS)
+    assert message.stop_reason == "stop"
+    chat = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat "))
+    assert chat.parent is not None
+    assert chat.parent.span_id == outer.get_span_context().span_id
