@@ -8,7 +8,8 @@ so a stream costs nothing per event. Attributes (`gen_ai.*`, `server.*`, `error.
 - `gen_ai.operation.name` = "chat"; span name "chat {request model}", kind CLIENT.
 - `gen_ai.provider.name` and the older `gen_ai.system`: the model's provider, spelled as
   the conventions' well-known values where one applies (`xai` becomes `x_ai`).
-- `gen_ai.request.model`, `gen_ai.request.max_tokens`, `gen_ai.request.temperature`.
+- `gen_ai.request.model`; `gen_ai.request.max_tokens` and `gen_ai.request.temperature`
+  when the caller set them.
 - `gen_ai.response.model`, `gen_ai.response.id`, `gen_ai.response.finish_reasons` (the
   vendor's raw stop value, else our stop reason).
 - `gen_ai.usage.input_tokens` (all input, cached included, as the conventions ask),
@@ -85,9 +86,8 @@ def start_span(model: Model, options: StreamOptions) -> ChatSpan | None:
             "gen_ai.system": provider,
             "gen_ai.request.model": model.id,
         }
-        max_tokens = options.max_tokens or model.max_tokens
-        if isinstance(max_tokens, int) and max_tokens > 0:
-            attributes["gen_ai.request.max_tokens"] = max_tokens
+        if options.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = options.max_tokens
         if options.temperature is not None:
             attributes["gen_ai.request.temperature"] = float(options.temperature)
         try:
