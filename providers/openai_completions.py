@@ -335,7 +335,6 @@ def _translator(asm: Assembler) -> Translator:
             _fail(asm, chunk, error, usage)
         if asm.message.response_id is None:
             asm.message.response_id = chunk.get("id")
-        if asm.message.response_model is None:
             asm.set_response_model(chunk.get("model"))
         choices = chunk.get("choices")
         if choices:
