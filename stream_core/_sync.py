@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextvars
 import os
 import threading
@@ -50,6 +51,8 @@ _loop: asyncio.AbstractEventLoop | None = None
 _loop_thread: int | None = None
 _exiting = False
 _closing_tasks: set[asyncio.Task[None]] = set()
+_WAKE_EVERY = 0.2
+"""Seconds a waiting caller sleeps between checks for Ctrl-C."""
 
 
 def _get_loop() -> asyncio.AbstractEventLoop:
@@ -191,9 +194,15 @@ class SyncStream:
         context = contextvars.copy_context()
         if _library_cvar is not None:
             context.run(_library_cvar.set, None)
-        future = context.run(asyncio.run_coroutine_threadsafe, step(), self._loop)
         try:
-            return future.result()
+            future = context.run(asyncio.run_coroutine_threadsafe, step(), self._loop)
+            while True:
+                try:
+                    # Waking now and then lets Ctrl-C through: a lock wait is not
+                    # interrupted on Windows, nor by a signal that lands just before it.
+                    return future.result(timeout=_WAKE_EVERY)
+                except concurrent.futures.TimeoutError:
+                    continue
         except BaseException:
             # KeyboardInterrupt while waiting, say: stop the read on the loop as well.
             self.close()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -83,9 +85,12 @@ class GatedBody(httpx.AsyncByteStream):
     def __init__(self) -> None:
         self.gate = threading.Event()
         self.closed = threading.Event()
+        self.waiting = threading.Event()
+        """Set once the reader asked for more than HEAD."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         yield HEAD
+        self.waiting.set()
         # The test's stand-in for a slow vendor; bounded, so a pipeline that collected
         # events before handing them over fails the assertions instead of hanging.
         for _ in range(2000):
@@ -166,6 +171,27 @@ def test_close_from_another_thread_while_next_waits() -> None:
     assert isinstance(seen[-1], MessageEnd)
     assert s.message.stop_reason == "aborted"
     assert body.closed.is_set() and not body.gate.is_set()
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="POSIX signals")
+def test_ctrl_c_while_waiting_closes_the_stream() -> None:
+    body = GatedBody()
+    s = stream_sync(MODEL, CONTEXT, options_for(body))
+    main = threading.get_ident()
+
+    def press_ctrl_c() -> None:
+        body.waiting.wait(10)  # the main thread now waits in next() for the tail
+        signal.pthread_kill(main, signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c)
+    started = time.monotonic()
+    presser.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in s:
+            pass
+    presser.join()
+    assert body.closed.is_set() and not body.gate.is_set()
+    assert s.message.stop_reason == "aborted", (s.message, time.monotonic() - started)
 
 
 def test_complete_sync_returns_the_final_message() -> None:
