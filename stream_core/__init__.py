@@ -3,6 +3,8 @@
 async with stream(model, context, options) as s:
     async for event in s: ...
     message = await s.result()
+
+Without an event loop: `for event in stream_sync(...)`, `complete_sync(...)`.
 """
 
 from . import _layout
