@@ -277,6 +277,7 @@ def _translator(asm: Assembler) -> Translator:
         elif kind == "message_start":
             message = obj.get("message") or {}
             asm.set_response_id(message.get("id"))
+            asm.set_response_model(message.get("model"))
             _usage(asm, message.get("usage"))
         elif kind == "message_delta":
             delta = obj.get("delta") or {}
@@ -334,6 +335,7 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
         vendor_type, message = vendor_error_fields(body)
         raise StreamFailure(error_from_vendor(vendor_type, message))
     asm.set_response_id(optional_field(body, "id", str, "response"))
+    asm.set_response_model(body.get("model"))
     _usage(asm, optional_field(body, "usage", dict, "response"))
     skipped: set[int] = set()
     for key, block in enumerate(required_field(body, "content", list, "response")):

@@ -380,7 +380,10 @@ def _translator(asm: Assembler) -> Translator:
         error = chunk.get("error")
         if error or event == "error":
             _fail(asm, chunk, error, usage)
-        asm.set_response_id(chunk.get("id"))
+        if asm.message.response_id is None:
+            # Read once: the first chunk names the response and the served model.
+            asm.set_response_id(chunk.get("id"))
+            asm.set_response_model(chunk.get("model"))
         choices = chunk.get("choices")
         if choices:
             choice = choices[0]
@@ -582,6 +585,7 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
     if error:
         _fail(asm, body, error, usage)
     asm.set_response_id(optional_field(body, "id", str, "response"))
+    asm.set_response_model(body.get("model"))
     choices = required_field(body, "choices", list, "response")
     if choices:
         choice = as_object(choices[0], "response.choices[0]")

@@ -3,6 +3,8 @@
 async with stream(model, context, options) as s:
     async for event in s: ...
     message = await s.result()
+
+Without an event loop: `for event in stream_sync(...)`, `complete_sync(...)`.
 """
 
 from . import _layout
@@ -65,6 +67,7 @@ from ._stream import (
     parse_json,
     vendor_error_fields,
 )
+from ._sync import SyncStream, complete_sync, stream_sync
 from ._tokens import (
     estimate_context_tokens,
     estimate_message_tokens,
@@ -137,6 +140,7 @@ __all__ = [
     "StreamFailure",
     "StreamFunction",
     "StreamOptions",
+    "SyncStream",
     "TextContent",
     "TextDelta",
     "TextEnd",
@@ -163,6 +167,7 @@ __all__ = [
     "as_object",
     "audit_tool_pairs",
     "complete",
+    "complete_sync",
     "compute_cost",
     "dump_messages",
     "error_from_status",
@@ -194,6 +199,7 @@ __all__ = [
     "required_field",
     "sanitize_surrogates",
     "stream",
+    "stream_sync",
     "unregister_providers",
     "vendor_error_fields",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import Literal
@@ -98,6 +99,8 @@ class Assembler:
         """The vendor's terminal event arrived."""
         self.updated = False
         """At least one `message_update` was emitted (no retry after that)."""
+        self.first_update: float | None = None
+        """`time.perf_counter()` at the first `message_update` (taken once, per block start)."""
 
     # --- blocks -------------------------------------------------------------------------
 
@@ -119,6 +122,8 @@ class Assembler:
         self._open[key] = o
         delta = (TextStart, ThinkingStart, ToolCallStart)[kind](o.index)
         self.out.append(MessageUpdate(self.message, delta))
+        if not self.updated:
+            self.first_update = time.perf_counter()
         self.updated = True
         return o
 
@@ -263,6 +268,12 @@ class Assembler:
             self.end(key)
 
     # --- message-level facts ------------------------------------------------------------
+
+    def set_response_model(self, value: object) -> None:
+        """Record the model id the vendor says it served; anything but a non-empty string
+        (vendor bytes are untrusted) is ignored."""
+        if isinstance(value, str) and value:
+            self.message.response_model = value
 
     def set_stop_reason(
         self, raw: str | None, *, detail: str | None = None, rule: StopRule | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import email.utils
 import html
+import importlib.util
 import json
 import logging
 import math
@@ -28,7 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx
@@ -44,6 +45,9 @@ from ._models import Model
 from ._options import StreamOptions
 from ._sse import Decoder, SSEBytesDecoder
 from ._types import AssistantMessage, Context, StreamError
+
+if TYPE_CHECKING:
+    from ._otel import ChatSpan
 
 __all__ = ["AssistantStream", "Translator", "WireAPI", "WireRequest", "parse_json"]
 
@@ -237,6 +241,8 @@ class AssistantStream:
         self._secrets: tuple[str, ...] = ()
         self._attempt = 0
         self._whole: Any = _NONE
+        self._started: float | None = None
+        self._span: ChatSpan | None = None
 
     def __repr__(self) -> str:
         states = ("new", "connecting", "streaming", "done")
@@ -284,6 +290,10 @@ class AssistantStream:
         if self._state == _START:
             self._state = _CONNECT
             self._queue.append(MessageStart(self.message))
+            self._started = time.perf_counter()
+            otel = _otel()
+            if otel is not None:
+                self._span = otel.start_span(self._model, self._options)
             return
         try:
             if self._state == _CONNECT:
@@ -385,6 +395,7 @@ class AssistantStream:
         try:
             with anyio.fail_after(first_byte if first_byte is not None else math.inf):
                 response = await self._guard(self._client.send(self._request, stream=True))
+                self.message.request_id = request_id(response.headers)
         except TimeoutError:
             return StreamError(
                 kind="timeout",
@@ -502,6 +513,7 @@ class AssistantStream:
         m.usage = type(m.usage)()
         m.raw_stop_reason = None
         m.response_id = None
+        m.response_model = None
         self._queue.clear()
         self._asm = Assembler(m, self._model, self._wire.stop_reasons, self._queue, self._pricing)
         self._decoder = self._wire.decoder()
@@ -621,7 +633,56 @@ class AssistantStream:
             # quoted malformed line may echo the key).
             error.message = redact(error.message, self._secrets)
         self._asm.finalize(error)
+        if self._started is not None:
+            self._record_timing()
         self._queue.append(MessageEnd(self.message))
+
+    def _record_timing(self) -> None:
+        m, started, first = self.message, self._started, self._asm.first_update
+        assert started is not None
+        m.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        if first is not None:
+            m.ttft_ms = round((first - started) * 1000, 3)
+        span, self._span = self._span, None
+        if span is not None:
+            span.end(m, first)
+
+
+_otel_module: Any = None
+
+
+def _otel() -> Any:
+    """`stream_core._otel` when OpenTelemetry is installed, else None (looked up once;
+    nothing is imported without it)."""
+    global _otel_module
+    if _otel_module is None:
+        _otel_module = False
+        if importlib.util.find_spec("opentelemetry") is not None:
+            try:
+                from . import _otel as module
+            except ImportError:
+                pass
+            else:
+                _otel_module = module
+    return _otel_module or None
+
+
+_REQUEST_ID_HEADERS = (
+    "request-id",  # Anthropic
+    "x-request-id",  # OpenAI and most compatible servers
+    "x-amzn-requestid",  # AWS
+    "apim-request-id",  # Azure
+    "x-ms-request-id",
+)
+
+
+def request_id(headers: httpx.Headers) -> str | None:
+    """The vendor's request id from response headers, if it sent one."""
+    for name in _REQUEST_ID_HEADERS:
+        value: str | None = headers.get(name)
+        if value:
+            return value[:200]
+    return None
 
 
 _NONE: Any = object()

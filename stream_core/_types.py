@@ -237,6 +237,15 @@ class AssistantMessage(_Model):
     raw_stop_reason: str | None = None
     error: StreamError | None = None
     response_id: str | None = None
+    response_model: str | None = None
+    """The model id the vendor says served the call (it may differ from `model`, the id
+    requested: an alias resolved to a snapshot, a router's choice)."""
+    request_id: str | None = None
+    """The vendor's request id (response headers), the one its support asks for."""
+    ttft_ms: float | None = None
+    """Milliseconds from sending the request (retries included) to the first content."""
+    duration_ms: float | None = None
+    """Milliseconds from sending the request to the end of the message."""
     timestamp: int = Field(default_factory=_now_ms)
 
     def text(self) -> str:

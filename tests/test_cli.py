@@ -48,7 +48,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def without_timestamp(text: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(text)
-    data.pop("timestamp")  # wall-clock time of the replay, not part of the recording
+    # Wall-clock facts of the replay, not part of the recording.
+    for key in ("timestamp", "ttft_ms", "duration_ms"):
+        data.pop(key)
     return data
 
 

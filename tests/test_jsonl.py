@@ -127,7 +127,8 @@ def test_unknown_fields_on_known_messages_survive() -> None:
         '"citations":[{"url":"https://x.test","title":"Ünï"}]}],"api":"a","provider":"p",'
         '"model":"m","usage":{"input":0,"output":0,"cache_read":0,"cache_write":0,'
         '"reasoning":0,"total_tokens":0,"cost":null},"stop_reason":"stop",'
-        '"raw_stop_reason":null,"error":null,"response_id":null,"timestamp":5,'
+        '"raw_stop_reason":null,"error":null,"response_id":null,"response_model":null,'
+        '"request_id":null,"ttft_ms":null,"duration_ms":null,"timestamp":5,'
         '"session":{"branch":"b1","tags":["x"]}}\n'
     )
     (message,) = load_messages(io.StringIO(line))

@@ -92,3 +92,36 @@ def test_the_contract_document_ships_with_the_repo_and_is_linked() -> None:
     for f in dataclasses.fields(WireAPI):
         assert f"`{f.name}" in text, f.name
     assert "finished = True" in text
+
+
+def test_sync_quick_start_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = README.read_text()
+    setup = re.search(r"## Quick start\n\n```python\n(.*?)```", text, re.S)
+    sync = re.search(r"### Without async\n.*?```python\n(.*?)```", text, re.S)
+    assert setup is not None and sync is not None
+    # The sync block uses the quick start's names; define them without its async run.
+    definitions = "\n".join(
+        line for line in setup.group(1).splitlines() if not line.startswith("anyio.run(")
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme-test-0000000000")
+    namespace = {"__name__": "readme"}
+    with respx.mock(assert_all_mocked=True) as mock:
+        route = mock.post("https://api.anthropic.com/v1/messages").mock(
+            side_effect=[
+                sse_response([demo_body("anthropic-thinking-tool.body")]),
+                sse_response(
+                    [TEXT_BODY],
+                    headers={"content-type": "text/event-stream", "request-id": "req_readme"},
+                ),
+            ]
+        )
+        exec(compile(definitions, "README.md", "exec"), namespace)
+        exec(compile(sync.group(1), "README.md", "exec"), namespace)
+    assert route.call_count == 2
+    second = route.calls[1].request.content.decode()
+    assert '"tool_result"' in second  # the tool call was answered before the next request
+    out = capsys.readouterr().out
+    assert "Captain" in out and "stop" in out and "req_readme" in out
+    assert "claude-sonnet-4-5" in out  # the served model, as the vendor reported it

@@ -69,7 +69,7 @@ def _shape(run: Run) -> list[tuple[str, int, str]]:
 
 
 def _final(run: Run) -> dict[str, Any]:
-    return run.message.model_dump(mode="json", exclude={"timestamp"})
+    return run.message.model_dump(mode="json", exclude={"timestamp", "ttft_ms", "duration_ms"})
 
 
 def _error(run: Run) -> StreamError:
@@ -261,11 +261,13 @@ def _openai_streamed_in_one_piece(completion: dict[str, Any]) -> bytes:
         {
             "id": completion["id"],
             "object": "chat.completion.chunk",
+            "model": completion["model"],
             "choices": [{"index": 0, "delta": message, "finish_reason": choice["finish_reason"]}],
         },
         {
             "id": completion["id"],
             "object": "chat.completion.chunk",
+            "model": completion["model"],
             "choices": [],
             "usage": completion["usage"],
         },
