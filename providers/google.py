@@ -111,6 +111,7 @@ _TOOL_CHOICE = {"auto": "AUTO", "none": "NONE", "any": "ANY", "required": "ANY"}
 
 _DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 VERTEX = "google-vertex"
+VERTEX_BASE_URL = "https://{host}/v1/projects/{project}/locations/{location}/publishers/google"
 _VERTEX_KEY_ENV = "GOOGLE_CLOUD_API_KEY"
 _VERTEX_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
@@ -174,16 +175,17 @@ def _thinking_config(model: Model, options: StreamOptions) -> dict[str, Any]:
 
 
 def _base_url(model: Model, options: StreamOptions) -> str:
-    """The Gemini API base as given; for Vertex AI, the project and location's publisher."""
-    if model.provider != VERTEX:
+    """The Gemini API base as given. For Vertex AI, `VERTEX_BASE_URL`'s placeholders are
+    filled from the project and location (a base URL without them is used as it is)."""
+    if model.provider != VERTEX or "{" not in model.base_url:
         return model.base_url
-    project = model.compat.get("project") or os.environ.get("GOOGLE_CLOUD_PROJECT")
-    project = project or os.environ.get("GCLOUD_PROJECT")
-    location = model.compat.get("location") or os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
-    host = "aiplatform.googleapis.com" if location == "global" else f"{location}-aiplatform"
-    host = host if host.endswith(".com") else host + ".googleapis.com"
-    if "{" not in model.base_url and model.base_url.startswith("http"):
-        return model.base_url  # an explicit endpoint (a proxy, a private service connect)
+    env = os.environ
+    project = model.compat.get("project") or env.get("GOOGLE_CLOUD_PROJECT")
+    project = project or env.get("GCLOUD_PROJECT")
+    location = model.compat.get("location") or env.get("GOOGLE_CLOUD_LOCATION") or "global"
+    host = "aiplatform.googleapis.com"
+    if location != "global":
+        host = f"{location}-{host}"
     if not project:
         if _vertex_key(options):
             return f"https://{host}/v1/publishers/google"  # express mode: the key names it
@@ -194,7 +196,7 @@ def _base_url(model: Model, options: StreamOptions) -> str:
                 'Model.compat["project"] (or give an express-mode API key)',
             )
         )
-    return f"https://{host}/v1/projects/{project}/locations/{location}/publishers/google"
+    return model.base_url.format(host=host, project=project, location=location)
 
 
 def _vertex_key(options: StreamOptions) -> str | None:
@@ -206,14 +208,17 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
     vision = "image" in model.input
     nested_images = any(f in model.id for f in _SIGNATURE_REQUIRED)
     out: list[dict[str, Any]] = []
-    responses: list[dict[str, Any]] = []  # function responses of one turn, in call order
+    # Gemini pairs responses with calls by position: one user turn, in call order.
+    order: dict[str, int] = {}  # tool-call id -> position in the last model turn
+    responses: list[tuple[int, dict[str, Any]]] = []
     images: list[dict[str, Any]] = []  # tool-result images for models that cannot nest them
     for m in messages:
         if isinstance(m, ToolResultMessage):
-            responses.append(_function_response(m, vision, nested_images, images))
+            at = order.get(m.tool_call_id, len(order))
+            responses.append((at, _function_response(m, vision, nested_images, images)))
             continue
         if responses:
-            out.append({"role": "user", "parts": responses})
+            out.append({"role": "user", "parts": _in_call_order(responses)})
             responses = []
         if images:
             out.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
@@ -226,14 +231,20 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
             if parts:
                 out.append({"role": "user", "parts": parts})
         else:
+            calls = [b.id for b in m.content if isinstance(b, ToolCall)]
+            order = {call_id: i for i, call_id in enumerate(calls)}
             parts = _model_parts(model, m)
             if parts:
                 out.append({"role": "model", "parts": parts})
     if responses:
-        out.append({"role": "user", "parts": responses})
+        out.append({"role": "user", "parts": _in_call_order(responses)})
     if images:
         out.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
     return out
+
+
+def _in_call_order(responses: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [part for _, part in sorted(responses, key=lambda r: r[0])]
 
 
 def _user_parts(content: list[TextContent | ImageContent], *, vision: bool) -> list[Any]:
