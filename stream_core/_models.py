@@ -82,6 +82,13 @@ _OPENAI = ("openai", "openai-completions", "https://api.openai.com/v1")
 _GROQ = ("groq", "openai-completions", "https://api.groq.com/openai/v1")
 _XAI = ("xai", "openai-completions", "https://api.x.ai/v1")
 _DEEPSEEK = ("deepseek", "openai-completions", "https://api.deepseek.com")
+_GOOGLE = ("google", "google-generative-ai", "https://generativelanguage.googleapis.com/v1beta")
+# Vertex AI: project and location fill the placeholders (see providers/google.py).
+_VERTEX = (
+    "google-vertex",
+    "google-generative-ai",
+    "https://{host}/v1/projects/{project}/locations/{location}/publishers/google",
+)
 
 # Published list prices (USD / million tokens) at the time of writing; check before billing.
 _CATALOG: list[Model] = [
@@ -271,6 +278,24 @@ _CATALOG: list[Model] = [
         max_tokens=64_000,
         reasoning=True,
         image=False,
+    ),
+    # Gemini prices are for prompts up to 200k tokens; cache storage is billed apart.
+    *(
+        _m(
+            *where,
+            id,
+            name,
+            prices=prices,
+            context=1_048_576,
+            max_tokens=65_536,
+            reasoning=True,
+        )
+        for where in (_GOOGLE, _VERTEX)
+        for id, name, prices in (
+            ("gemini-2.5-pro", "Gemini 2.5 Pro", (1.25, 10, 0.125, None)),
+            ("gemini-2.5-flash", "Gemini 2.5 Flash", (0.3, 2.5, 0.03, None)),
+            ("gemini-3-pro-preview", "Gemini 3 Pro (preview)", (2, 12, 0.2, None)),
+        )
     ),
 ]
 
