@@ -23,7 +23,7 @@ import json
 import os
 import re
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -55,6 +55,7 @@ from stream_core import (
 from stream_core._types import ErrorKind
 
 API = "google-generative-ai"
+T = TypeVar("T")
 
 _STOP_REASONS: dict[str, StopRule] = {
     "STOP": "stop",
@@ -411,15 +412,26 @@ def clean_schema(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0
 # --- response -----------------------------------------------------------------------------
 
 _TEXT, _THINKING = "text", "thinking"
+_PART = "candidates[0].content.parts[]"
+
+
+def _field(obj: dict[str, Any], key: str, kind: type[T], where: str) -> T | None:
+    """`optional_field`, with the common case (absent, or exactly the type) inline: it runs
+    for every field of every chunk."""
+    value = obj.get(key)
+    if value is None or value.__class__ is kind:
+        return value
+    return optional_field(obj, key, kind, where)
 
 
 class _Reader:
     """The translator's state across chunks: the call being streamed and a call counter."""
 
-    __slots__ = ("asm", "calls", "streaming", "writer")
+    __slots__ = ("asm", "calls", "streaming", "usage", "writer")
 
     def __init__(self, asm: Assembler) -> None:
         self.asm = asm
+        self.usage: dict[str, Any] | None = None  # the last snapshot applied
         self.calls = 0
         self.streaming: Hashable | None = None
         self.writer: _ArgsWriter | None = None
@@ -428,42 +440,50 @@ class _Reader:
         asm = self.asm
         if "error" in obj:
             _fail(obj)
-        asm.set_response_id(optional_field(obj, "responseId", str, where))
-        candidates = optional_field(obj, "candidates", list, where)
+        if asm.message.response_id is None:
+            asm.set_response_id(_field(obj, "responseId", str, where))
+        candidates = _field(obj, "candidates", list, where)
         if candidates:
-            self.candidate(as_object(candidates[0], where + ".candidates[0]"), where)
+            self.candidate(candidates[0], where + ".candidates[0]")
         else:
-            feedback = optional_field(obj, "promptFeedback", dict, where)
-            reason = feedback and optional_field(feedback, "blockReason", str, where)
+            feedback = _field(obj, "promptFeedback", dict, where)
+            reason = feedback and _field(feedback, "blockReason", str, where + ".promptFeedback")
             if feedback and reason:
                 # The prompt itself was blocked: no candidate will come.
-                detail = optional_field(feedback, "blockReasonMessage", str, where)
+                detail = _field(feedback, "blockReasonMessage", str, where + ".promptFeedback")
                 asm.set_stop_reason(reason, detail=detail, rule="content_filter")
                 asm.finished = True
-        usage = optional_field(obj, "usageMetadata", dict, where)
-        if usage:
+        usage = _field(obj, "usageMetadata", dict, where)
+        if usage and usage != self.usage:
+            self.usage = usage
             _usage(asm, usage, where + ".usageMetadata")
 
-    def candidate(self, cand: dict[str, Any], where: str) -> None:
-        where += ".candidates[0]"
-        content = optional_field(cand, "content", dict, where)
-        parts = optional_field(content, "parts", list, where + ".content") if content else None
-        for i, part in enumerate(parts or ()):
-            self.part(as_object(part, f"{where}.content.parts[{i}]"), f"{where}.parts[{i}]")
-        finish = optional_field(cand, "finishReason", str, where)
+    def candidate(self, cand: Any, where: str) -> None:
+        if cand.__class__ is not dict:
+            as_object(cand, where)
+        content = _field(cand, "content", dict, where)
+        parts = _field(content, "parts", list, where + ".content") if content else None
+        if parts:
+            for part in parts:
+                if part.__class__ is not dict:
+                    as_object(part, where + ".content.parts[]")
+                self.part(part)
+        finish = _field(cand, "finishReason", str, where)
         if finish:
             self.end_call()
-            detail = optional_field(cand, "finishMessage", str, where)
+            detail = _field(cand, "finishMessage", str, where)
             self.asm.set_stop_reason(finish, detail=detail)
             self.asm.finished = True
 
-    def part(self, part: dict[str, Any], where: str) -> None:
+    def part(self, part: dict[str, Any]) -> None:
         asm = self.asm
-        signature = optional_field(part, "thoughtSignature", str, where) or None
-        text = optional_field(part, "text", str, where)
+        where = _PART
+        signature = _field(part, "thoughtSignature", str, where) or None
+        text = _field(part, "text", str, where)
         if text is not None:
-            self.end_call()
-            if optional_field(part, "thought", bool, where):
+            if self.streaming is not None:
+                self.end_call()
+            if _field(part, "thought", bool, where):
                 asm.end(_TEXT)
                 asm.thinking(_THINKING, text)
                 key = _THINKING
@@ -474,35 +494,32 @@ class _Reader:
             if signature:
                 _sign(asm, key, signature)
             return
-        call = optional_field(part, "functionCall", dict, where)
+        call = _field(part, "functionCall", dict, where)
         if call is not None:
             self.function_call(call, signature, where + ".functionCall")
-            return
-        if signature:
-            return  # a signature on a part we do not keep (executableCode): nowhere to put it
-        if part:
+        elif part:
             # Server-side tool parts (executableCode, codeExecutionResult, inline data) have
-            # no block of ours; they still end the text around them.
+            # no block of ours (nor a place for their signature); they end the text around.
             self.end_call()
             asm.end(_TEXT)
             asm.end(_THINKING)
 
     def function_call(self, call: dict[str, Any], signature: str | None, where: str) -> None:
         asm = self.asm
-        name = optional_field(call, "name", str, where)
-        partial = optional_field(call, "partialArgs", list, where)
-        more = optional_field(call, "willContinue", bool, where) or False
+        name = _field(call, "name", str, where)
+        partial = _field(call, "partialArgs", list, where)
+        more = _field(call, "willContinue", bool, where) or False
         key = self.streaming
         if key is None or name:
             self.end_call()
-            args = optional_field(call, "args", dict, where)
+            args = _field(call, "args", dict, where)
             if name is None and args is None and partial is None:
                 return  # an empty call part with no call open: nothing to end
             asm.end(_TEXT)
             asm.end(_THINKING)
             key = ("call", self.calls)
             self.calls += 1
-            call_id = optional_field(call, "id", str, where)
+            call_id = _field(call, "id", str, where)
             asm.tool_call(key, "", id=call_id or None, name=name or "")
             if args is not None:
                 asm.tool_call(key, json.dumps(args, ensure_ascii=False))
@@ -570,24 +587,29 @@ class _ArgsWriter:
     arguments object, in order, so the call streams like any other: containers are opened
     and closed as the paths move on, a string in pieces stays open until its last piece."""
 
-    __slots__ = ("open_string", "stack", "started")
+    __slots__ = ("open_string", "path", "raw_path", "stack", "started")
 
     def __init__(self) -> None:
         self.started = False
+        self.raw_path: str | None = None
+        self.path: list[str | int] = []
         # Open containers: [path token, child count, closing bracket]; the root is stack[0].
         self.stack: list[list[Any]] = [[None, 0, "}"]]
         self.open_string: list[str | int] | None = None
 
     def add(self, asm: Assembler, key: Hashable, piece: dict[str, Any], where: str) -> None:
-        path = _parse_path(optional_field(piece, "jsonPath", str, where) or "")
-        more = optional_field(piece, "willContinue", bool, where) or False
+        raw_path = _field(piece, "jsonPath", str, where) or ""
+        if raw_path != self.raw_path:  # a string in pieces repeats its path
+            self.raw_path, self.path = raw_path, _parse_path(raw_path)
+        path = self.path
+        more = _field(piece, "willContinue", bool, where) or False
         out: list[str] = []
         if not self.started:
             out.append("{")
             self.started = True
         if self.open_string is not None:
             if self.open_string == path and "stringValue" in piece:
-                value = optional_field(piece, "stringValue", str, where) or ""
+                value = _field(piece, "stringValue", str, where) or ""
                 out.append(json.dumps(value, ensure_ascii=False)[1:-1])
                 if not more:
                     out.append('"')
@@ -598,7 +620,7 @@ class _ArgsWriter:
             self.open_string = None
         self._descend(path, out)
         if "stringValue" in piece:
-            value = optional_field(piece, "stringValue", str, where) or ""
+            value = _field(piece, "stringValue", str, where) or ""
             text = json.dumps(value, ensure_ascii=False)
             if more:
                 out.append(text[:-1])
@@ -606,10 +628,10 @@ class _ArgsWriter:
             else:
                 out.append(text)
         elif "numberValue" in piece:
-            number = optional_field(piece, "numberValue", float, where)
+            number = _field(piece, "numberValue", float, where)
             out.append(json.dumps(number, allow_nan=False))
         elif "boolValue" in piece:
-            out.append(json.dumps(optional_field(piece, "boolValue", bool, where)))
+            out.append(json.dumps(_field(piece, "boolValue", bool, where)))
         else:
             out.append("null")  # nullValue, or a value kind we do not know
         asm.tool_call(key, "".join(out))
@@ -671,16 +693,21 @@ def _fail(obj: dict[str, Any]) -> None:
 
 
 def _usage(asm: Assembler, usage: dict[str, Any], where: str) -> None:
-    prompt = optional_field(usage, _PROMPT, int, where)
-    cached = optional_field(usage, _CACHED, int, where) or 0
-    tool_prompt = optional_field(usage, _TOOL_PROMPT, int, where) or 0
-    candidates = optional_field(usage, _CANDIDATES, int, where)
-    thoughts = optional_field(usage, _THOUGHTS, int, where)
+    prompt = _field(usage, _PROMPT, int, where)
+    candidates = _field(usage, _CANDIDATES, int, where)
+    thoughts = _field(usage, _THOUGHTS, int, where)
+    values: dict[str, int] = {}
     if prompt is not None:
+        cached = _field(usage, _CACHED, int, where) or 0
         # Tool-use prompt tokens (a built-in tool's results read back) bill as input.
-        asm.set_usage(input=max(0, prompt - cached) + tool_prompt, cache_read=cached)
+        tool_prompt = _field(usage, _TOOL_PROMPT, int, where) or 0
+        values["input"] = max(0, prompt - cached) + tool_prompt
+        values["cache_read"] = cached
     if candidates is not None or thoughts is not None:
-        asm.set_usage(output=(candidates or 0) + (thoughts or 0), reasoning=thoughts or 0)
+        values["output"] = (candidates or 0) + (thoughts or 0)
+        values["reasoning"] = thoughts or 0
+    if values:
+        asm.set_usage(**values)
 
 
 def _translator(asm: Assembler) -> Translator:
