@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Hashable
+from json.encoder import encode_basestring as _quote  # a JSON string literal, raw UTF-8
 from typing import Any, TypeVar
 
 import anyio
@@ -531,8 +532,10 @@ class _Reader:
             if isinstance(block, ToolCall):
                 block.thought_signature = signature
         if partial and self.writer is not None:
-            for j, piece in enumerate(partial):
-                self.writer.add(asm, key, as_object(piece, f"{where}.partialArgs[{j}]"), where)
+            for piece in partial:
+                if piece.__class__ is not dict:
+                    as_object(piece, where + ".partialArgs[]")
+                self.writer.add(asm, key, piece, where + ".partialArgs[]")
         if not more:
             if self.streaming is not None:
                 self.end_call()
@@ -608,9 +611,9 @@ class _ArgsWriter:
             out.append("{")
             self.started = True
         if self.open_string is not None:
-            if self.open_string == path and "stringValue" in piece:
+            if self.open_string is path and "stringValue" in piece:
                 value = _field(piece, "stringValue", str, where) or ""
-                out.append(json.dumps(value, ensure_ascii=False)[1:-1])
+                out.append(_quote(value)[1:-1])
                 if not more:
                     out.append('"')
                     self.open_string = None
@@ -620,8 +623,7 @@ class _ArgsWriter:
             self.open_string = None
         self._descend(path, out)
         if "stringValue" in piece:
-            value = _field(piece, "stringValue", str, where) or ""
-            text = json.dumps(value, ensure_ascii=False)
+            text = _quote(_field(piece, "stringValue", str, where) or "")
             if more:
                 out.append(text[:-1])
                 self.open_string = path
@@ -655,7 +657,7 @@ class _ArgsWriter:
                 out.append(",")
             parent[1] += 1
             if isinstance(token, str):
-                out.append(json.dumps(token, ensure_ascii=False) + ":")
+                out.append(_quote(token) + ":")
             if depth < len(path) - 1:
                 array = isinstance(path[depth + 1], int)
                 out.append("[" if array else "{")
