@@ -511,7 +511,12 @@ class _Reader:
         partial = _field(call, "partialArgs", list, where)
         more = _field(call, "willContinue", bool, where) or False
         key = self.streaming
-        if key is None or name:
+        open_call = asm.block(key) if key is not None else None
+        # A name starts a new call, unless it repeats the open call's name on a part that
+        # carries more of its arguments.
+        if open_call is None or (
+            name is not None and (partial is None or name != getattr(open_call, "name", None))
+        ):
             self.end_call()
             args = _field(call, "args", dict, where)
             if name is None and args is None and partial is None:

@@ -14,6 +14,8 @@ import anyio
 import httpx
 import pytest
 import respx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import Run, options, run_provider, sse_response
 from stream_core.providers import google
@@ -615,3 +617,80 @@ def test_vertex_express_key_and_missing_credentials(monkeypatch: pytest.MonkeyPa
     message = anyio.run(main)
     assert message.error is not None and message.error.kind == "auth"
     assert "GOOGLE_CLOUD_PROJECT" in message.error.message
+
+
+def test_a_streamed_call_repeating_its_name_is_one_call_and_a_new_name_is_another() -> None:
+    piece = {"jsonPath": "$.a", "numberValue": 1}
+    run = _run(
+        _chunk({"functionCall": {"name": "f", "willContinue": True}}),
+        _chunk({"functionCall": {"name": "f", "partialArgs": [piece], "willContinue": True}}),
+        # No closing part before the next call (a vendor quirk): the open call ends here.
+        _chunk({"functionCall": {"name": "g", "willContinue": True}}),
+        _chunk({"functionCall": {"partialArgs": [piece]}}, finish="STOP"),
+    )
+    calls = run.message.tool_calls()
+    assert [(c.name, c.arguments, c.truncated) for c in calls] == [
+        ("f", {"a": 1}, False),
+        ("g", {"a": 1}, False),
+    ]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_PATHS = [
+    ("responseId",),
+    ("candidates",),
+    ("candidates", 0),
+    ("candidates", 0, "content"),
+    ("candidates", 0, "content", "parts"),
+    ("candidates", 0, "content", "parts", 0),
+    ("candidates", 0, "content", "parts", 0, "text"),
+    ("candidates", 0, "content", "parts", 0, "thought"),
+    ("candidates", 0, "content", "parts", 1, "functionCall"),
+    ("candidates", 0, "content", "parts", 1, "functionCall", "args"),
+    ("candidates", 0, "content", "parts", 1, "functionCall", "partialArgs"),
+    ("candidates", 0, "content", "parts", 1, "thoughtSignature"),
+    ("candidates", 0, "finishReason"),
+    ("usageMetadata",),
+    ("usageMetadata", "promptTokenCount"),
+    ("promptFeedback",),
+    ("error",),
+]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.sampled_from(_PATHS), _JSON)
+def test_any_json_in_any_field_still_ends_with_one_valid_message(
+    path: tuple[Any, ...], value: Any
+) -> None:
+    obj: dict[str, Any] = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "hi", "thought": False},
+                        {
+                            "functionCall": {"name": "f", "args": {"a": 1}},
+                            "thoughtSignature": "c2ln",
+                        },
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 2},
+        "responseId": "r",
+    }
+    target: Any = obj
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    run = _run(_chunk({"text": "first "}), _data(obj))
+    assert run.events[-1].type == "message_end"
+    AssistantMessage.model_validate_json(run.message.model_dump_json())
