@@ -53,6 +53,7 @@ from stream_core import (
     parse_json,
     prepare_messages,
 )
+from stream_core._errors import ProtocolError
 from stream_core._types import ErrorKind
 
 API = "google-generative-ai"
@@ -575,18 +576,18 @@ _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\[['\"]((?:[^'\"\\]|\\.)*)['\
 
 def _parse_path(path: str) -> list[str | int]:
     if not path.startswith("$"):
-        raise ValueError(f"jsonPath {path!r} does not start at $")
+        raise ProtocolError(f"partialArgs: jsonPath {path!r} does not start at $")
     tokens: list[str | int] = []
     pos = 1
     while pos < len(path):
         m = _PATH_TOKEN.match(path, pos)
         if m is None:
-            raise ValueError(f"unreadable jsonPath {path!r}")
+            raise ProtocolError(f"partialArgs: unreadable jsonPath {path!r}")
         name, index, quoted = m.groups()
         tokens.append(int(index) if index is not None else (name if name is not None else quoted))
         pos = m.end()
     if not tokens:
-        raise ValueError("jsonPath $ names no argument")
+        raise ProtocolError("partialArgs: jsonPath $ names no argument")
     return tokens
 
 
