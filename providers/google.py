@@ -112,7 +112,6 @@ _PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
 
 _TOOL_CHOICE = {"auto": "AUTO", "none": "NONE", "any": "ANY", "required": "ANY"}
 
-_DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 VERTEX = "google-vertex"
 VERTEX_BASE_URL = "https://{host}/v1/projects/{project}/locations/{location}/publishers/google"
 _VERTEX_KEY_ENV = "GOOGLE_CLOUD_API_KEY"
@@ -440,7 +439,7 @@ class _Reader:
 
     def chunk(self, obj: dict[str, Any], where: str) -> None:
         asm = self.asm
-        if "error" in obj:
+        if obj.get("error") is not None:
             _fail(obj)
         if asm.message.response_id is None:
             asm.set_response_id(_field(obj, "responseId", str, where))
