@@ -413,7 +413,11 @@ def clean_schema(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0
 # --- response -----------------------------------------------------------------------------
 
 _TEXT, _THINKING = "text", "thinking"
-_PART = "candidates[0].content.parts[]"
+_CANDIDATE = "chunk.candidates[0]"
+_CONTENT = _CANDIDATE + ".content"
+_PART = _CONTENT + ".parts[]"
+_CALL = _PART + ".functionCall"
+_PIECE = _CALL + ".partialArgs[]"
 
 
 def _field(obj: dict[str, Any], key: str, kind: type[T], where: str) -> T | None:
@@ -445,7 +449,7 @@ class _Reader:
             asm.set_response_id(_field(obj, "responseId", str, where))
         candidates = _field(obj, "candidates", list, where)
         if candidates:
-            self.candidate(candidates[0], where + ".candidates[0]")
+            self.candidate(candidates[0], _CANDIDATE)
         else:
             feedback = _field(obj, "promptFeedback", dict, where)
             reason = feedback and _field(feedback, "blockReason", str, where + ".promptFeedback")
@@ -460,14 +464,15 @@ class _Reader:
             _usage(asm, usage, where + ".usageMetadata")
 
     def candidate(self, cand: Any, where: str) -> None:
+        # `where` strings are constants: built per chunk they would cost more than the reads.
         if cand.__class__ is not dict:
             as_object(cand, where)
         content = _field(cand, "content", dict, where)
-        parts = _field(content, "parts", list, where + ".content") if content else None
+        parts = _field(content, "parts", list, _CONTENT) if content else None
         if parts:
             for part in parts:
                 if part.__class__ is not dict:
-                    as_object(part, where + ".content.parts[]")
+                    as_object(part, _PART)
                 self.part(part)
         finish = _field(cand, "finishReason", str, where)
         if finish:
@@ -497,7 +502,7 @@ class _Reader:
             return
         call = _field(part, "functionCall", dict, where)
         if call is not None:
-            self.function_call(call, signature, where + ".functionCall")
+            self.function_call(call, signature, _CALL)
         elif part:
             # Server-side tool parts (executableCode, codeExecutionResult, inline data) have
             # no block of ours (nor a place for their signature); they end the text around.
@@ -511,11 +516,10 @@ class _Reader:
         partial = _field(call, "partialArgs", list, where)
         more = _field(call, "willContinue", bool, where) or False
         key = self.streaming
-        open_call = asm.block(key) if key is not None else None
         # A name starts a new call, unless it repeats the open call's name on a part that
         # carries more of its arguments.
-        if open_call is None or (
-            name is not None and (partial is None or name != getattr(open_call, "name", None))
+        if key is None or (
+            name is not None and (partial is None or name != getattr(asm.block(key), "name", None))
         ):
             self.end_call()
             args = _field(call, "args", dict, where)
@@ -539,8 +543,8 @@ class _Reader:
         if partial and self.writer is not None:
             for piece in partial:
                 if piece.__class__ is not dict:
-                    as_object(piece, where + ".partialArgs[]")
-                self.writer.add(asm, key, piece, where + ".partialArgs[]")
+                    as_object(piece, _PIECE)
+                self.writer.add(asm, key, piece, _PIECE)
         if not more:
             if self.streaming is not None:
                 self.end_call()
@@ -611,19 +615,21 @@ class _ArgsWriter:
             self.raw_path, self.path = raw_path, _parse_path(raw_path)
         path = self.path
         more = _field(piece, "willContinue", bool, where) or False
+        if self.open_string is path and "stringValue" in piece:
+            # The common case: one more piece of the string being written.
+            fragment = _quote(_field(piece, "stringValue", str, where) or "")
+            if more:
+                fragment = fragment[1:-1]
+            else:
+                fragment = fragment[1:]
+                self.open_string = None
+            asm.tool_call(key, fragment)
+            return
         out: list[str] = []
         if not self.started:
             out.append("{")
             self.started = True
         if self.open_string is not None:
-            if self.open_string is path and "stringValue" in piece:
-                value = _field(piece, "stringValue", str, where) or ""
-                out.append(_quote(value)[1:-1])
-                if not more:
-                    out.append('"')
-                    self.open_string = None
-                asm.tool_call(key, "".join(out))
-                return
             out.append('"')
             self.open_string = None
         self._descend(path, out)
