@@ -109,6 +109,9 @@ _THINKING_LEVELS: tuple[tuple[str, dict[str, str]], ...] = (
 # call from another model gets Google's documented placeholder instead.
 _SIGNATURE_REQUIRED = ("gemini-3",)
 _PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
+# Models that take images inside a function response (`functionResponse.parts`); others
+# get them in a user turn after the responses.
+_NESTED_RESPONSE_IMAGES = ("gemini-3",)
 
 _TOOL_CHOICE = {"auto": "AUTO", "none": "NONE", "any": "ANY", "required": "ANY"}
 
@@ -208,7 +211,7 @@ def _vertex_key(options: StreamOptions) -> str | None:
 def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
     messages = prepare_messages(context, api=API, provider=model.provider, model_id=model.id)
     vision = "image" in model.input
-    nested_images = any(f in model.id for f in _SIGNATURE_REQUIRED)
+    nested_images = any(f in model.id for f in _NESTED_RESPONSE_IMAGES)
     out: list[dict[str, Any]] = []
     # Gemini pairs responses with calls by position: one user turn, in call order.
     order: dict[str, int] = {}  # tool-call id -> position in the last model turn
