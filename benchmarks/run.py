@@ -37,7 +37,7 @@ from httpx_sse import EventSource
 import stream_core
 from stream_core import Context, Model, StreamOptions, TextContent, ToolCall, UserMessage
 
-PROVIDERS = ("anthropic-messages", "openai-completions")
+PROVIDERS = ("anthropic-messages", "openai-completions", "google-generative-ai")
 KINDS = ("text", "tool")
 SIDES = ("bare", "stream-core")
 CHUNK_SIZE = 64 * 1024
@@ -274,8 +274,63 @@ def openai_body(kind: str, size: int) -> Body:
     )
 
 
+def google_body(kind: str, size: int) -> Body:
+    """Gemini text as one part per chunk; a tool call with its arguments streamed as Vertex
+    AI `partialArgs` (the Gemini API sends a call whole, which is one delta)."""
+    usage = {"promptTokenCount": 25, "totalTokenCount": 25, "candidatesTokenCount": 0}
+
+    def chunk(part: dict[str, Any], finish: str | None = None) -> str:
+        candidate: dict[str, Any] = {"content": {"parts": [part], "role": "model"}, "index": 0}
+        if finish:
+            candidate["finishReason"] = finish
+        obj = {
+            "candidates": [candidate],
+            "usageMetadata": usage,
+            "modelVersion": "bench",
+            "responseId": "bench",
+        }
+        return _sse(None, obj)
+
+    text, arguments = "", None
+    if kind == "text":
+        deltas = text_deltas(size)
+        text = "".join(deltas)
+        parts = [chunk({"text": d}) for d in deltas[:-1]]
+        parts.append(chunk({"text": deltas[-1]}, "STOP"))
+    else:
+        # One delta for the path, size - 2 for the content's pieces, one closing the call.
+        arguments, _ = tool_arguments(size)
+        content = arguments["content"]
+        n = len(content)
+        cuts = [n * k // (size - 2) for k in range(size - 1)]
+        pieces = [content[a:b] for a, b in pairwise(cuts)]
+
+        def args(path: str, value: str, more: bool) -> dict[str, Any]:
+            piece: dict[str, Any] = {"jsonPath": path, "stringValue": value}
+            if more:
+                piece["willContinue"] = True
+            return {"functionCall": {"partialArgs": [piece], "willContinue": True}}
+
+        parts = [chunk({"functionCall": {"name": "write_file", "willContinue": True}})]
+        parts.append(chunk(args("$.path", arguments["path"], False)))
+        parts += [
+            chunk(args("$.content", p, i < len(pieces) - 1)) for i, p in enumerate(pieces)
+        ]
+        parts.append(chunk({"functionCall": {}}, "STOP"))
+    return Body(
+        "google-generative-ai", kind, size, "".join(parts).encode(), len(parts), text, arguments
+    )
+
+
+_BODIES = {
+    "anthropic-messages": anthropic_body,
+    "openai-completions": openai_body,
+    "google-generative-ai": google_body,
+}
+
+
 def make_body(provider: str, kind: str, size: int) -> Body:
-    return (anthropic_body if provider == "anthropic-messages" else openai_body)(kind, size)
+    return _BODIES[provider](kind, size)
 
 
 def count_events(data: bytes) -> int:

@@ -81,10 +81,17 @@ def test_recording_random_splits(fixture: Fixture) -> None:
     check()
 
 
-_SECRET_HEADERS = {"authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+_SECRET_HEADERS = {
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "cookie",
+    "set-cookie",
+}
 _SECRET_PATTERN = re.compile(
     rb"sk-(?:ant|proj|or)-[A-Za-z0-9_-]{16,}|Bearer [A-Za-z0-9._-]{20,}"
-    rb"|AKIA[0-9A-Z]{16}|gsk_[A-Za-z0-9]{20,}"
+    rb"|AKIA[0-9A-Z]{16}|gsk_[A-Za-z0-9]{20,}|AIza[0-9A-Za-z_-]{35}|ya29\.[0-9A-Za-z_-]{20,}"
 )
 
 

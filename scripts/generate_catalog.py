@@ -68,8 +68,12 @@ PROVIDERS: dict[str, Row] = {
         "https://generativelanguage.googleapis.com/v1beta",
     ),
     # Vertex and Bedrock build their endpoint from project/location or region.
+    # Vertex AI speaks the Gemini API; the provider fills project, location and host in.
     "google-vertex": Row(
-        "google-vertex", "Vertex AI", ["google-vertex"], "https://aiplatform.googleapis.com"
+        "google-vertex",
+        "Vertex AI",
+        ["google-generative-ai"],
+        "https://{host}/v1/projects/{project}/locations/{location}/publishers/google",
     ),
     "amazon-bedrock": Row(
         "amazon-bedrock",

@@ -50,8 +50,9 @@ __all__ = ["Assembler", "StopRule", "compute_cost"]
 
 logger = logging.getLogger("stream_core")
 
-StopRule = Literal["stop", "length", "tool_use", "refusal", "content_filter"]
-"""What a vendor stop value means; `refusal`/`content_filter` end the message as `error`."""
+StopRule = Literal["stop", "length", "tool_use", "refusal", "content_filter", "protocol"]
+"""What a vendor stop value means; `refusal`/`content_filter`/`protocol` end the message as
+`error` of that kind (`protocol`: the model wrote something unusable, e.g. a malformed call)."""
 
 _TEXT, _THINKING, _TOOL = 0, 1, 2
 _warned_unknown: set[tuple[str, str]] = set()
@@ -384,7 +385,7 @@ class Assembler:
             for call in calls:
                 call.truncated = True
             msg.stop_reason = "length"
-        elif rule in ("refusal", "content_filter"):
+        elif rule in ("refusal", "content_filter", "protocol"):
             msg.stop_reason = "error"
             text = f"the model stopped: {raw}"
             if self._stop_detail:

@@ -392,6 +392,17 @@ _DEMO: tuple[_Recording, ...] = (
         ),
     ),
     _Recording(
+        "gemini-parallel-tools.body",
+        "Gemini: thought parts, text, then two function calls in one chunk",
+        "google",
+        "gemini-2.5-flash",
+        "What's the weather in Paris, and what time is it there?",
+        (
+            _tool("get_weather", "Current weather in a city", city="string"),
+            _tool("get_time", "Current time in a time zone", tz="string"),
+        ),
+    ),
+    _Recording(
         "anthropic-overloaded.body",
         "Anthropic Messages: the vendor overloads mid-answer",
         "anthropic",
@@ -416,7 +427,7 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         style(
             _DIM,
-            "Three recorded vendor streams, replayed offline through the real "
+            f"{len(_DEMO)} recorded vendor streams, replayed offline through the real "
             "provider code (no network, no API key).",
         )
         + "\n"

@@ -21,7 +21,9 @@ PayloadHook = typing.Callable[[dict[str, Any], "Model"], "dict[str, Any] | None"
 THINKING_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 """Default thinking-token budget per effort, for vendors that take a budget."""
 
-_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+_SECRET_HEADERS = frozenset(
+    {"authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization"}
+)
 
 
 @dataclass(kw_only=True)

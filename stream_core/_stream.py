@@ -110,6 +110,10 @@ class WireAPI:
     providers: Mapping[str, str] = field(default_factory=dict)
     """Provider names this API serves -> their default base URL, so a model outside the
     catalog can be named as `provider/model-id` (e.g. `ollama/llama3.2`)."""
+    bearer_token: Callable[[Model], Awaitable[str | None]] | None = None
+    """When no API key is configured: awaited once at connect for an OAuth token (e.g.
+    Vertex AI's Application Default Credentials), sent as `authorization: Bearer` and
+    redacted like a key. Blocking I/O belongs in a worker thread (`anyio.to_thread`)."""
 
     def open(
         self,
@@ -320,7 +324,14 @@ class AssistantStream:
 
     async def _connect(self) -> None:
         if self._request is None:
-            self._request = self._build()
+            request = self._build()
+            fetch = self._wire.bearer_token
+            if fetch is not None and not self._secrets and "authorization" not in request.headers:
+                token = await self._guard(fetch(self._model))
+                if token:
+                    self._secrets = (token,)
+                    request.headers["authorization"] = f"Bearer {token}"
+            self._request = request
         opts = self._options
         while True:
             if self._client is None:

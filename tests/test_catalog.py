@@ -156,7 +156,6 @@ def test_shipped_catalog_has_every_served_provider() -> None:
                 "openai-completions",
                 "openai-responses",
                 "google-generative-ai",
-                "google-vertex",
                 "bedrock-converse-stream",
                 "mistral-conversations",
             }

@@ -29,6 +29,7 @@ THINKING = FIXTURES / "anthropic-messages" / "llm-anthropic__test_stream_events_
 DEMO_FILES = (
     "anthropic-thinking-tool.body",
     "openai-parallel-tools.body",
+    "gemini-parallel-tools.body",
     "anthropic-overloaded.body",
 )
 
@@ -57,7 +58,7 @@ def without_timestamp(text: str) -> dict[str, Any]:
 # --- demo -----------------------------------------------------------------------------------
 
 
-def test_demo_shows_all_three_recordings(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_shows_every_recording(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "demo", "--speed", "0")
     assert code == 0
     # (a) thinking, text, one streamed tool call with parsed arguments, tool_use stop
@@ -74,8 +75,11 @@ def test_demo_shows_all_three_recordings(capsys: pytest.CaptureFixture[str]) -> 
     assert "Here is the first part of a longer answer that never finishes" in out
     assert "error: overloaded: Overloaded" in out
     assert "stop: error" in out
+    # (d) Gemini: thought parts, then two whole function calls in one chunk
+    assert "The user wants both the weather and the local time in Paris." in out
+    assert "stop: tool_use (raw: STOP)" in out
     # catalog models, so a price: cost in USD on every summary line
-    assert len(re.findall(r"cost: \$\d+\.\d{6}", out)) == 3
+    assert len(re.findall(r"cost: \$\d+\.\d{6}", out)) == 4
     assert "\x1b" not in out  # not a terminal: plain text
 
 
