@@ -91,6 +91,12 @@ class WireAPI:
     key_required: Callable[[Model], bool] = lambda model: True
     decoder: Callable[[], Decoder] = SSEBytesDecoder
     """The body's framing: SSE, or `NDJSONBytesDecoder` for newline-delimited JSON."""
+    sign: Callable[[httpx.Request, Model, StreamOptions, str | None], tuple[str, ...]] | None = (
+        None
+    )
+    """Signs the finished request in place, exact body bytes included (AWS SigV4), given the
+    API key if one was found; returns the secrets it used (for redaction). Raising
+    `StreamFailure` (e.g. kind `auth`: no credentials) ends the stream with that error."""
     parse_response: Callable[[Assembler, Any], None] | None = None
     """Reads the vendor's non-streamed JSON answer (a proxy that ignored `stream: true`)
     as a whole: the same assembler calls as if it had streamed in one piece, ending with
@@ -290,13 +296,16 @@ class AssistantStream:
         # text, tool arguments and schemas included; NaN is not JSON and fails loudly.
         body = sanitize_surrogates(json.dumps(req.payload, ensure_ascii=False, allow_nan=False))
         headers.setdefault("content-type", "application/json")
-        return httpx.Request(
+        request = httpx.Request(
             "POST",
             req.url,
             headers=headers,
             content=body.encode("utf-8"),
             extensions={"timeout": timeout.as_dict()},
         )
+        if wire.sign is not None:
+            self._secrets += wire.sign(request, model, opts, api_key)
+        return request
 
     async def _send(self) -> StreamError | None:
         """Send the request; None on a 2xx response (kept open), else the error."""
@@ -471,6 +480,9 @@ class AssistantStream:
                 await self._finish(None)
                 return
         if chunk is None:
+            if asm.complete_at_eof:
+                await self._finish(None)
+                return
             raise StreamFailure(
                 StreamError(
                     kind="network",

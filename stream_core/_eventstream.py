@@ -1,0 +1,153 @@
+"""Bytes to AWS event-stream messages (Bedrock's binary framing), chunk-boundary invariant.
+
+One message:
+
+    total length (u32) | headers length (u32) | prelude CRC32 (u32)
+    headers (name len u8, name, type u8, value) ... | payload | message CRC32 (u32)
+
+Both CRCs are checked (CRC32, as `zlib.crc32`, over the prelude and over everything before
+the message CRC). A bad CRC, a length no message can have or a header of an unknown type
+raises `ProtocolError`: past a corrupt prelude no later frame boundary can be trusted, so
+the stream cannot resync. A body cut mid-message decodes to the whole messages before the
+cut (the stream then ends as one that stopped early).
+
+Bytes are appended to one buffer and read at an offset; consumed bytes are dropped once
+they are the larger part, so any chunking costs O(body size).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from typing import NamedTuple
+
+from ._errors import ProtocolError
+
+__all__ = ["EventStreamDecoder", "EventStreamFrame"]
+
+_PRELUDE = 12
+_MIN_MESSAGE = _PRELUDE + 4
+_MAX_MESSAGE = 16 * 1024 * 1024  # the framing's documented limits
+_MAX_HEADERS = 128 * 1024
+_U32 = struct.Struct(">I")
+_PRELUDE_FIELDS = struct.Struct(">III")
+
+# Header value type -> fixed size in bytes (None: u16 length-prefixed bytes or string).
+_HEADER_SIZES: dict[int, int | None] = {
+    0: 0,  # bool true
+    1: 0,  # bool false
+    2: 1,  # byte
+    3: 2,  # short
+    4: 4,  # integer
+    5: 8,  # long
+    6: None,  # byte array
+    7: None,  # string
+    8: 8,  # timestamp
+    9: 16,  # uuid
+}
+_STRING = 7
+
+
+class EventStreamFrame(NamedTuple):
+    """One message, shaped like an SSE event: `event` is its `:event-type`, or for an
+    exception (`:message-type: exception`) its `:exception-type`, or for an error message its
+    `:error-code`; `data` is the payload as text."""
+
+    event: str
+    data: str
+    message_type: str
+
+
+def _headers(raw: bytes) -> dict[str, str]:
+    """The string headers of a message (the others are skipped: Bedrock sends none)."""
+    out: dict[str, str] = {}
+    i, end = 0, len(raw)
+    while i < end:
+        name_len = raw[i]
+        i += 1
+        name = raw[i : i + name_len]
+        i += name_len
+        if i >= end:
+            raise ProtocolError("event-stream header cut short")
+        kind = raw[i]
+        i += 1
+        if kind not in _HEADER_SIZES:
+            raise ProtocolError(f"event-stream header of unknown type {kind}")
+        size = _HEADER_SIZES[kind]
+        if size is None:
+            if i + 2 > end:
+                raise ProtocolError("event-stream header cut short")
+            size = int.from_bytes(raw[i : i + 2], "big")
+            i += 2
+        if i + size > end:
+            raise ProtocolError("event-stream header cut short")
+        if kind == _STRING:
+            out[name.decode("utf-8", "replace")] = raw[i : i + size].decode("utf-8", "replace")
+        i += size
+    return out
+
+
+class EventStreamDecoder:
+    """Body bytes to `EventStreamFrame`s (the `Decoder` protocol of `stream_core._sse`)."""
+
+    __slots__ = ("_buffer", "_offset")
+    media_types: tuple[str, ...] = ("application/vnd.amazon.eventstream",)
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._offset = 0
+
+    def decode(self, chunk: bytes) -> list[EventStreamFrame]:
+        buf = self._buffer
+        if self._offset and self._offset * 2 >= len(buf):
+            # Drop what was read once it is at least half the buffer: each byte is moved
+            # a bounded number of times, so the cost stays linear in the body.
+            del buf[: self._offset]
+            self._offset = 0
+        buf += chunk
+        out: list[EventStreamFrame] = []
+        pos, size = self._offset, len(buf)
+        while size - pos >= _PRELUDE:
+            total, headers_len, prelude_crc = _PRELUDE_FIELDS.unpack_from(buf, pos)
+            if zlib.crc32(buf[pos : pos + 8]) != prelude_crc:
+                raise ProtocolError("event-stream prelude CRC mismatch")
+            if not _MIN_MESSAGE <= total <= _MAX_MESSAGE:
+                raise ProtocolError(f"event-stream message length {total} is impossible")
+            if headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS):
+                raise ProtocolError(f"event-stream headers length {headers_len} is impossible")
+            if size - pos < total:
+                break
+            view = memoryview(buf)[pos : pos + total]
+            try:
+                if zlib.crc32(view[:-4]) != _U32.unpack_from(view, total - 4)[0]:
+                    raise ProtocolError("event-stream message CRC mismatch")
+                headers = _headers(bytes(view[_PRELUDE : _PRELUDE + headers_len]))
+                payload = bytes(view[_PRELUDE + headers_len : total - 4])
+            finally:
+                view.release()  # a live view would pin the bytearray's size
+            out.append(_frame(headers, payload))
+            pos += total
+        self._offset = pos
+        return out
+
+    def flush(self) -> list[EventStreamFrame]:
+        # A message cut by the end of the body is not a message.
+        self._buffer = bytearray()
+        self._offset = 0
+        return []
+
+
+def _frame(headers: dict[str, str], payload: bytes) -> EventStreamFrame:
+    message_type = headers.get(":message-type", "event")
+    data = payload.decode("utf-8", "replace")
+    if message_type == "event":
+        return EventStreamFrame(headers.get(":event-type", ""), data, message_type)
+    if message_type == "exception":
+        # An exception with no payload still has to reach the translator.
+        name = headers.get(":exception-type", "")
+        return EventStreamFrame(name or "exception", data or "{}", message_type)
+    # `:message-type: error` carries its code and text in headers, not in the payload.
+    code = headers.get(":error-code", "") or "error"
+    text = headers.get(":error-message", "")
+    return EventStreamFrame(code, data or json.dumps({"message": text}), message_type)
