@@ -44,8 +44,11 @@ class Credentials:
 
 
 def _profile_name(profile: str | None) -> str:
-    return profile or os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or (
-        "default"
+    return (
+        profile
+        or os.environ.get("AWS_PROFILE")
+        or os.environ.get("AWS_DEFAULT_PROFILE")
+        or "default"
     )
 
 
@@ -102,6 +105,10 @@ def profile_region(profile: str | None = None) -> str | None:
     return region.strip() or None if region else None
 
 
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 def _hmac(key: bytes, text: str) -> bytes:
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).digest()
 
@@ -118,14 +125,17 @@ def sign_request(
     `request`, signing its method, path, query, host and those headers, and its exact body;
     returns the signature. Path segments are encoded a second time, as every AWS service
     but S3 expects."""
-    when = (now or datetime.datetime.now(datetime.UTC)).astimezone(datetime.UTC)
+    when = (now or _utcnow()).astimezone(datetime.UTC)
     stamp = when.strftime("%Y%m%dT%H%M%SZ")
     day = stamp[:8]
     headers = request.headers
     headers["x-amz-date"] = stamp
     if credentials.session_token:
         headers["x-amz-security-token"] = credentials.session_token
-    signed = {"host": headers.get("host") or request.url.netloc.decode("ascii"), "x-amz-date": stamp}
+    signed = {
+        "host": headers.get("host") or request.url.netloc.decode("ascii"),
+        "x-amz-date": stamp,
+    }
     if credentials.session_token:
         signed["x-amz-security-token"] = credentials.session_token
     names = ";".join(sorted(signed))

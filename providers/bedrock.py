@@ -262,16 +262,15 @@ def _convert_messages(
     vision = "image" in model.input
     claude = _CLAUDE in model.id
     out: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]]
     for m in messages:
         if isinstance(m, UserMessage):
-            if isinstance(m.content, str):
-                blocks = [{"text": m.content}] if m.content.strip() else []
-            else:
-                blocks = _user_blocks(m.content, vision=vision)
-            role = "user"
+            blocks, role = _user_blocks(m.content, vision=vision), "user"
         elif isinstance(m, ToolResultMessage):
-            content = _user_blocks(m.content, vision=vision) or [{"text": "(no output)"}]
-            result = {
+            content: list[dict[str, Any]] = _user_blocks(m.content, vision=vision) or [
+                {"text": "(no output)"}
+            ]
+            result: dict[str, Any] = {
                 "toolUseId": m.tool_call_id,
                 "content": content,
                 "status": "error" if m.is_error else "success",
@@ -343,7 +342,10 @@ def _assistant_blocks(m: AssistantMessage, *, claude: bool) -> list[dict[str, An
 
 def _usage(asm: Assembler, usage: dict[str, Any], where: str) -> None:
     asm.set_usage(
-        **{ours: optional_field(usage, theirs, int, where) for ours, theirs in _USAGE_FIELDS.items()}
+        **{
+            ours: optional_field(usage, theirs, int, where)
+            for ours, theirs in _USAGE_FIELDS.items()
+        }
     )
 
 

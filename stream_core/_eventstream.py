@@ -7,9 +7,10 @@ One message:
 
 Both CRCs are checked (CRC32, as `zlib.crc32`, over the prelude and over everything before
 the message CRC). A bad CRC, a length no message can have or a header of an unknown type
-raises `ProtocolError`: past a corrupt prelude no later frame boundary can be trusted, so
-the stream cannot resync. A body cut mid-message decodes to the whole messages before the
-cut (the stream then ends as one that stopped early).
+raises `FramingError` (a `ProtocolError` that carries the whole frames decoded before it):
+past a corrupt prelude no later frame boundary can be trusted, so the stream cannot
+resync, and every later call fails the same way. A body cut mid-message decodes to the
+whole messages before the cut (the stream then ends as one that stopped early).
 
 Bytes are appended to one buffer and read at an offset; consumed bytes are dropped once
 they are the larger part, so any chunking costs O(body size).
@@ -22,7 +23,7 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from ._errors import ProtocolError
+from ._sse import FramingError
 
 __all__ = ["EventStreamDecoder", "EventStreamFrame"]
 
@@ -69,19 +70,19 @@ def _headers(raw: bytes) -> dict[str, str]:
         name = raw[i : i + name_len]
         i += name_len
         if i >= end:
-            raise ProtocolError("event-stream header cut short")
+            raise FramingError("event-stream header cut short")
         kind = raw[i]
         i += 1
         if kind not in _HEADER_SIZES:
-            raise ProtocolError(f"event-stream header of unknown type {kind}")
+            raise FramingError(f"event-stream header of unknown type {kind}")
         size = _HEADER_SIZES[kind]
         if size is None:
             if i + 2 > end:
-                raise ProtocolError("event-stream header cut short")
+                raise FramingError("event-stream header cut short")
             size = int.from_bytes(raw[i : i + 2], "big")
             i += 2
         if i + size > end:
-            raise ProtocolError("event-stream header cut short")
+            raise FramingError("event-stream header cut short")
         if kind == _STRING:
             out[name.decode("utf-8", "replace")] = raw[i : i + size].decode("utf-8", "replace")
         i += size
@@ -91,14 +92,17 @@ def _headers(raw: bytes) -> dict[str, str]:
 class EventStreamDecoder:
     """Body bytes to `EventStreamFrame`s (the `Decoder` protocol of `stream_core._sse`)."""
 
-    __slots__ = ("_buffer", "_offset")
+    __slots__ = ("_buffer", "_error", "_offset")
     media_types: tuple[str, ...] = ("application/vnd.amazon.eventstream",)
 
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._offset = 0
+        self._error: FramingError | None = None
 
     def decode(self, chunk: bytes) -> list[EventStreamFrame]:
+        if self._error is not None:
+            raise self._error
         buf = self._buffer
         if self._offset and self._offset * 2 >= len(buf):
             # Drop what was read once it is at least half the buffer: each byte is moved
@@ -107,31 +111,43 @@ class EventStreamDecoder:
             self._offset = 0
         buf += chunk
         out: list[EventStreamFrame] = []
+        try:
+            self._read(out)
+        except FramingError as error:
+            # Past a corrupt frame nothing can be trusted: every later call fails too.
+            self._error = FramingError(str(error))
+            error.frames = out
+            raise
+        return out
+
+    def _read(self, out: list[EventStreamFrame]) -> None:
+        buf = self._buffer
         pos, size = self._offset, len(buf)
         while size - pos >= _PRELUDE:
             total, headers_len, prelude_crc = _PRELUDE_FIELDS.unpack_from(buf, pos)
             if zlib.crc32(buf[pos : pos + 8]) != prelude_crc:
-                raise ProtocolError("event-stream prelude CRC mismatch")
+                raise FramingError("event-stream prelude CRC mismatch")
             if not _MIN_MESSAGE <= total <= _MAX_MESSAGE:
-                raise ProtocolError(f"event-stream message length {total} is impossible")
+                raise FramingError(f"event-stream message length {total} is impossible")
             if headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS):
-                raise ProtocolError(f"event-stream headers length {headers_len} is impossible")
+                raise FramingError(f"event-stream headers length {headers_len} is impossible")
             if size - pos < total:
                 break
             view = memoryview(buf)[pos : pos + total]
             try:
                 if zlib.crc32(view[:-4]) != _U32.unpack_from(view, total - 4)[0]:
-                    raise ProtocolError("event-stream message CRC mismatch")
+                    raise FramingError("event-stream message CRC mismatch")
                 headers = _headers(bytes(view[_PRELUDE : _PRELUDE + headers_len]))
                 payload = bytes(view[_PRELUDE + headers_len : total - 4])
             finally:
                 view.release()  # a live view would pin the bytearray's size
             out.append(_frame(headers, payload))
             pos += total
-        self._offset = pos
-        return out
+            self._offset = pos
 
     def flush(self) -> list[EventStreamFrame]:
+        if self._error is not None:
+            raise self._error
         # A message cut by the end of the body is not a message.
         self._buffer = bytearray()
         self._offset = 0

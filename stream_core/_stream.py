@@ -40,7 +40,7 @@ from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
-from ._sse import Decoder, SSEBytesDecoder
+from ._sse import Decoder, FramingError, SSEBytesDecoder
 from ._types import AssistantMessage, Context, StreamError
 
 __all__ = ["AssistantStream", "Translator", "WireAPI", "WireRequest", "parse_json"]
@@ -91,9 +91,7 @@ class WireAPI:
     key_required: Callable[[Model], bool] = lambda model: True
     decoder: Callable[[], Decoder] = SSEBytesDecoder
     """The body's framing: SSE, or `NDJSONBytesDecoder` for newline-delimited JSON."""
-    sign: Callable[[httpx.Request, Model, StreamOptions, str | None], tuple[str, ...]] | None = (
-        None
-    )
+    sign: Callable[[httpx.Request, Model, StreamOptions, str | None], tuple[str, ...]] | None = None
     """Signs the finished request in place, exact body bytes included (AWS SigV4), given the
     API key if one was found; returns the secrets it used (for redaction). Raising
     `StreamFailure` (e.g. kind `auth`: no credentials) ends the stream with that error."""
@@ -464,7 +462,11 @@ class AssistantStream:
         translate = self._translate
         if translate is None:
             translate = self._translate = self._wire.translator(self._asm)
-        events = self._decoder.decode(chunk) if chunk is not None else self._decoder.flush()
+        failure: FramingError | None = None
+        try:
+            events = self._decoder.decode(chunk) if chunk is not None else self._decoder.flush()
+        except FramingError as exc:
+            events, failure = exc.frames, exc  # what came before the bad bytes still counts
         asm = self._asm
         for sse in events:
             data = sse.data
@@ -479,6 +481,8 @@ class AssistantStream:
             if asm.finished:
                 await self._finish(None)
                 return
+        if failure is not None:
+            raise failure
         if chunk is None:
             if asm.complete_at_eof:
                 await self._finish(None)
