@@ -372,7 +372,20 @@ def _translator(asm: Assembler) -> Translator:
     def on_event(event: str, data: str) -> None:
         nonlocal stopped
         if event == "contentBlockDelta":
-            obj = as_object(parse_json(data, event), event)
+            obj = parse_json(data, event)
+            if obj.__class__ is dict:
+                # The common case first, in plain reads; anything else takes the checked path.
+                key, delta = obj.get("contentBlockIndex"), obj.get("delta")
+                if key.__class__ is int and delta.__class__ is dict and key not in skipped:
+                    text = delta.get("text")
+                    if text.__class__ is str:
+                        asm.text(key, text)
+                        return
+                    tool = delta.get("toolUse")
+                    if tool.__class__ is dict and tool.get("input").__class__ is str:
+                        asm.tool_call(key, tool["input"])
+                        return
+            obj = as_object(obj, event)
             key = required_field(obj, "contentBlockIndex", int, event)
             if key in skipped:
                 return

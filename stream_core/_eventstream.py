@@ -89,6 +89,34 @@ def _headers(raw: bytes) -> dict[str, str]:
     return out
 
 
+class _Kind(NamedTuple):
+    """What a message's headers say: its name, message type, and the text an error-type
+    message carries in a header rather than in its payload."""
+
+    event: str
+    message_type: str
+    fallback: str
+
+
+def _kind(raw: bytes) -> _Kind:
+    headers = _headers(raw)
+    message_type = headers.get(":message-type", "event")
+    if message_type == "event":
+        return _Kind(headers.get(":event-type", ""), message_type, "")
+    if message_type == "exception":
+        # An exception with no payload still has to reach the translator.
+        return _Kind(headers.get(":exception-type", "") or "exception", message_type, "{}")
+    # `:message-type: error` carries its code and text in headers, not in the payload.
+    text = json.dumps({"message": headers.get(":error-message", "")})
+    return _Kind(headers.get(":error-code", "") or "error", message_type, text)
+
+
+# Header bytes -> their reading. A vendor repeats the same few header blocks (one per event
+# type), so each is parsed once per process.
+_KINDS: dict[bytes, _Kind] = {}
+_KINDS_LIMIT = 256
+
+
 class EventStreamDecoder:
     """Body bytes to `EventStreamFrame`s (the `Decoder` protocol of `stream_core._sse`)."""
 
@@ -123,27 +151,35 @@ class EventStreamDecoder:
     def _read(self, out: list[EventStreamFrame]) -> None:
         buf = self._buffer
         pos, size = self._offset, len(buf)
-        while size - pos >= _PRELUDE:
-            total, headers_len, prelude_crc = _PRELUDE_FIELDS.unpack_from(buf, pos)
-            if zlib.crc32(buf[pos : pos + 8]) != prelude_crc:
-                raise FramingError("event-stream prelude CRC mismatch")
-            if not _MIN_MESSAGE <= total <= _MAX_MESSAGE:
-                raise FramingError(f"event-stream message length {total} is impossible")
-            if headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS):
-                raise FramingError(f"event-stream headers length {headers_len} is impossible")
-            if size - pos < total:
-                break
-            view = memoryview(buf)[pos : pos + total]
-            try:
-                if zlib.crc32(view[:-4]) != _U32.unpack_from(view, total - 4)[0]:
+        crc32, unpack, kinds = zlib.crc32, _PRELUDE_FIELDS.unpack_from, _KINDS
+        view = memoryview(buf)
+        try:
+            while size - pos >= _PRELUDE:
+                total, headers_len, prelude_crc = unpack(buf, pos)
+                if crc32(view[pos : pos + 8]) != prelude_crc:
+                    raise FramingError("event-stream prelude CRC mismatch")
+                if not _MIN_MESSAGE <= total <= _MAX_MESSAGE:
+                    raise FramingError(f"event-stream message length {total} is impossible")
+                if headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS):
+                    raise FramingError(f"event-stream headers length {headers_len} is impossible")
+                if size - pos < total:
+                    break
+                end = pos + total - 4
+                if crc32(view[pos:end]) != _U32.unpack_from(buf, end)[0]:
                     raise FramingError("event-stream message CRC mismatch")
-                headers = _headers(bytes(view[_PRELUDE : _PRELUDE + headers_len]))
-                payload = bytes(view[_PRELUDE + headers_len : total - 4])
-            finally:
-                view.release()  # a live view would pin the bytearray's size
-            out.append(_frame(headers, payload))
-            pos += total
-            self._offset = pos
+                body = pos + _PRELUDE + headers_len
+                raw = bytes(view[pos + _PRELUDE : body])
+                kind = kinds.get(raw)
+                if kind is None:
+                    kind = _kind(raw)
+                    if len(kinds) < _KINDS_LIMIT:
+                        kinds[raw] = kind
+                data = str(view[body:end], "utf-8", "replace") if end > body else kind.fallback
+                out.append(EventStreamFrame(kind.event, data, kind.message_type))
+                pos += total
+                self._offset = pos
+        finally:
+            view.release()  # a live view would pin the bytearray's size
 
     def flush(self) -> list[EventStreamFrame]:
         if self._error is not None:
@@ -152,18 +188,3 @@ class EventStreamDecoder:
         self._buffer = bytearray()
         self._offset = 0
         return []
-
-
-def _frame(headers: dict[str, str], payload: bytes) -> EventStreamFrame:
-    message_type = headers.get(":message-type", "event")
-    data = payload.decode("utf-8", "replace")
-    if message_type == "event":
-        return EventStreamFrame(headers.get(":event-type", ""), data, message_type)
-    if message_type == "exception":
-        # An exception with no payload still has to reach the translator.
-        name = headers.get(":exception-type", "")
-        return EventStreamFrame(name or "exception", data or "{}", message_type)
-    # `:message-type: error` carries its code and text in headers, not in the payload.
-    code = headers.get(":error-code", "") or "error"
-    text = headers.get(":error-message", "")
-    return EventStreamFrame(code, data or json.dumps({"message": text}), message_type)
