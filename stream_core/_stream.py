@@ -365,8 +365,7 @@ class AssistantStream:
             self._whole = obj
             self._chunks = _no_chunks()
             return
-        probe = self._wire.decoder()
-        if len(body) <= _UNSTREAMED_LIMIT and [*probe.decode(body), *probe.flush()]:
+        if len(body) <= _UNSTREAMED_LIMIT and _frames_in(self._wire.decoder(), body):
             self._chunks = _one_chunk(body)
             return
         raise ProtocolError(
@@ -558,6 +557,15 @@ def _snippet(body: bytes, limit: int = 200) -> str:
     """The first words of a body, markup stripped, for an error message."""
     text = _TAGS.sub(" ", body[: limit * 8].decode("utf-8", "replace")).strip()
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _frames_in(decoder: Decoder, body: bytes) -> bool:
+    """Whether `body` decodes to at least one frame (a binary framing refuses a web page
+    outright: that is a no, not an error of its own)."""
+    try:
+        return bool([*decoder.decode(body), *decoder.flush()])
+    except ProtocolError:
+        return False
 
 
 def _unreadable(event: str, exc: Exception) -> str:

@@ -609,3 +609,21 @@ def test_non_streamed_converse_answer_is_read_whole() -> None:
     assert isinstance(text, TextContent) and text.text == "Here."
     assert isinstance(call, ToolCall) and call.id == "tooluse_b" and call.arguments == {"word": "q"}
     assert message.stop_reason == "tool_use" and message.usage.total_tokens == 12
+
+
+def test_a_web_page_is_named_not_taken_for_a_corrupt_frame() -> None:
+    page = httpx.Response(
+        200, headers={"content-type": "text/html"}, content=b"<html><body>Sign in</body></html>"
+    )
+    _, message = run(hello(), page, **key())
+    error = message.error
+    assert error is not None and error.kind == "protocol"
+    assert "text/html" in error.message and "Sign in" in error.message
+
+
+def test_a_mislabelled_event_stream_is_still_read() -> None:
+    body = httpx.Response(
+        200, headers={"content-type": "application/octet-stream"}, content=OK_BODY
+    )
+    _, message = run(hello(), body, **key())
+    assert message.stop_reason == "stop" and message.text() == "ok"
