@@ -73,6 +73,9 @@ _STOP_REASONS: dict[str, StopRule] = {
     "model_context_window_exceeded": "length",  # output cut because the window filled
     "guardrail_intervened": "content_filter",
     "content_filtered": "content_filter",
+    # The model's output did not parse: nothing to add (a broken tool call is truncated).
+    "malformed_model_output": "stop",
+    "malformed_tool_use": "stop",
 }
 
 # Our usage field <- Bedrock's (one snapshot, in `metadata`).
@@ -95,6 +98,9 @@ _EXCEPTION_KINDS: dict[str, ErrorKind] = {
     "accessDeniedException": "auth",
     "resourceNotFoundException": "not_found",
 }
+
+# Blocks of server-side tools (Nova's code interpreter), by start key or `toolUse.type`.
+_SERVER = frozenset({"toolResult", "server_tool_use"})
 
 _IMAGE_FORMATS: dict[str, str] = {
     "image/jpeg": "jpeg",
@@ -396,9 +402,12 @@ def _translator(asm: Assembler) -> Translator:
             start = optional_field(obj, "start", dict, event) or {}
             tool = optional_field(start, "toolUse", dict, f"{event}.start")
             where = f"{event}.start.toolUse"
-            if tool is None or optional_field(tool, "type", str, where) == "server_tool_use":
-                skipped.add(key)  # a server tool's call or result; text has no start
+            server = tool is not None and optional_field(tool, "type", str, where) in _SERVER
+            if server or any(k in start for k in _SERVER):
+                skipped.add(key)  # a server tool's call or result: no contract type
                 return
+            if tool is None:
+                return  # text and reasoning blocks have no start; a future kind may
             asm.start_tool_call(
                 key,
                 id=optional_field(tool, "toolUseId", str, where) or "",

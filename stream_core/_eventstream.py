@@ -53,7 +53,9 @@ _STRING = 7
 class EventStreamFrame(NamedTuple):
     """One message, shaped like an SSE event: `event` is its `:event-type`, or for an
     exception (`:message-type: exception`) its `:exception-type`, or for an error message its
-    `:error-code`; `data` is the payload as text."""
+    `:error-code` (with "Exception" appended when it lacks it: AWS exception types all end
+    so, which is how a translator tells failures from events); `data` is the payload as
+    text (an error message's `:error-message` as `{"message": ...}`)."""
 
     event: str
     data: str
@@ -106,9 +108,13 @@ def _kind(raw: bytes) -> _Kind:
     if message_type == "exception":
         # An exception with no payload still has to reach the translator.
         return _Kind(headers.get(":exception-type", "") or "exception", message_type, "{}")
-    # `:message-type: error` carries its code and text in headers, not in the payload.
+    # `:message-type: error` carries its code and text in headers, not in the payload; the
+    # name ends in "Exception" like an exception's, so a translator tells both from events.
+    code = headers.get(":error-code", "") or "error"
+    if not code.endswith("Exception"):
+        code += "Exception"
     text = json.dumps({"message": headers.get(":error-message", "")})
-    return _Kind(headers.get(":error-code", "") or "error", message_type, text)
+    return _Kind(code, message_type, text)
 
 
 # Header bytes -> their reading. A vendor repeats the same few header blocks (one per event

@@ -3,6 +3,7 @@ error, never a hang, a wrong frame or another exception."""
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 
@@ -136,3 +137,20 @@ def test_frames_before_a_corrupt_one_are_kept_and_the_decoder_stays_failed() -> 
         decoder.decode(good)
     with pytest.raises(FramingError):
         decoder.flush()
+
+
+def test_error_messages_carry_their_code_and_text() -> None:
+    headers = b""
+    for name, value in (
+        (":message-type", "error"),
+        (":error-code", "InternalFailure"),
+        (":error-message", 'broke "badly"'),
+    ):
+        raw = value.encode()
+        headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
+    prelude = struct.pack(">II", 16 + len(headers), len(headers))
+    head = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers
+    frame = head + struct.pack(">I", zlib.crc32(head))
+    ((event, data, kind),) = _decode([frame])
+    assert (event, kind) == ("InternalFailureException", "error")
+    assert json.loads(data) == {"message": 'broke "badly"'}
