@@ -90,7 +90,8 @@ class WireAPI:
     """The environment variable holding the key for a model (None: no key needed)."""
     key_required: Callable[[Model], bool] = lambda model: True
     decoder: Callable[[], Decoder] = SSEBytesDecoder
-    """The body's framing: SSE, or `NDJSONBytesDecoder` for newline-delimited JSON."""
+    """The body's framing: SSE, `NDJSONBytesDecoder` for newline-delimited JSON, or
+    `EventStreamDecoder` for AWS's binary event-stream."""
     sign: Callable[[httpx.Request, Model, StreamOptions, str | None], tuple[str, ...]] | None = None
     """Signs the finished request in place, exact body bytes included (AWS SigV4), given the
     API key if one was found; returns the secrets it used (for redaction). Raising
