@@ -9,6 +9,7 @@ no contract type: they are skipped, and so are their deltas and stops.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
@@ -29,11 +30,14 @@ from stream_core import (
     UserMessage,
     WireAPI,
     WireRequest,
+    as_object,
     error_from_vendor,
     id_normalizer,
     long_cache_honored,
+    optional_field,
     parse_json,
     prepare_messages,
+    required_field,
     vendor_error_fields,
 )
 
@@ -57,6 +61,7 @@ _USAGE_FIELDS: dict[str, str] = {
     "cache_write": "cache_creation_input_tokens",
 }
 
+_BASE_URL = "https://api.anthropic.com"
 _VERSION = "2023-06-01"
 _BETAS = ("fine-grained-tool-streaming-2025-05-14",)
 _THINKING_BETA = "interleaved-thinking-2025-05-14"
@@ -75,11 +80,12 @@ def stream(
 def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
     cache = _cache_control(model, options)
     max_tokens = options.max_tokens or model.max_tokens
+    messages = _convert_messages(model, context, cache)
     payload: dict[str, Any] = {
         "model": model.id,
         "max_tokens": max_tokens,
         "stream": True,
-        "messages": _convert_messages(model, context, cache),
+        "messages": messages,
     }
     if context.system_prompt:
         system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
@@ -88,6 +94,8 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["system"] = [system]
     betas = list(_BETAS)
     budget = options.thinking_budget() if model.reasoning else None
+    if budget is not None and not _loop_allows_thinking(messages):
+        budget = None
     if budget is not None:
         # The budget must leave room for the answer.
         budget = min(budget, max(1024, max_tokens - 1024))
@@ -113,6 +121,26 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     return WireRequest(
         url=model.base_url.rstrip("/") + "/v1/messages", payload=payload, headers=headers
     )
+
+
+def _loop_allows_thinking(messages: list[dict[str, Any]]) -> bool:
+    """Whether thinking may be enabled for this request.
+
+    Anthropic's rule: a tool loop runs in one thinking mode, so with thinking on, the last
+    assistant turn with a tool call since the user last wrote must start with a (signed,
+    same-model) thinking block; otherwise the request is rejected. Such a loop (after a
+    handoff, a model switch, or a turn made without thinking) continues without thinking,
+    as the vendor documents. Other models' thinking arrives here as text, and unsigned
+    thinking too, so the check reads the wire blocks.
+    """
+    for message in reversed(messages):
+        blocks = message["content"]
+        if message["role"] == "user":
+            if any(b.get("type") != "tool_result" for b in blocks):
+                return True  # the user wrote: no tool loop is open
+        elif any(b["type"] == "tool_use" for b in blocks):
+            return blocks[0]["type"] in ("thinking", "redacted_thinking")
+    return True
 
 
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
@@ -152,7 +180,12 @@ def _convert_messages(
             else:
                 blocks = _user_blocks(m.content, vision=vision)
             if blocks:
-                out.append({"role": "user", "content": blocks})
+                if out and out[-1]["role"] == "user":
+                    # Right after tool results: one user turn (results first, then the text),
+                    # so roles keep alternating.
+                    out[-1]["content"] += blocks
+                else:
+                    out.append({"role": "user", "content": blocks})
         else:
             blocks = _assistant_blocks(m)
             if blocks:
@@ -165,12 +198,14 @@ def _convert_messages(
     return out
 
 
-def _user_blocks(content: list[TextContent | ImageContent], *, vision: bool) -> list[Any]:
+def _user_blocks(content: Sequence[object], *, vision: bool) -> list[Any]:
     blocks: list[dict[str, Any]] = []
     for b in content:
         if isinstance(b, TextContent):
             if b.text.strip():
                 blocks.append({"type": "text", "text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # UnknownContent: kept in the history, never sent
         elif vision:
             blocks.append(
                 {
@@ -290,6 +325,28 @@ def _usage(asm: Assembler, usage: Any) -> None:
     asm.set_usage(**{k: v for k, v in values.items() if isinstance(v, int)})
 
 
+def _parse_response(asm: Assembler, obj: Any) -> None:
+    """A whole Messages API answer (a proxy that ignored `stream: true`): the same calls as
+    the stream's `message_start`, one start/stop per content block, `message_delta` and
+    `message_stop`."""
+    body = as_object(obj, "response")
+    if body.get("type") == "error" or body.get("error"):
+        vendor_type, message = vendor_error_fields(body)
+        raise StreamFailure(error_from_vendor(vendor_type, message))
+    asm.set_response_id(optional_field(body, "id", str, "response"))
+    _usage(asm, optional_field(body, "usage", dict, "response"))
+    skipped: set[int] = set()
+    for key, block in enumerate(required_field(body, "content", list, "response")):
+        _block_start(asm, skipped, key, as_object(block, f"response.content[{key}]"))
+        asm.end(key)
+    details = optional_field(body, "stop_details", dict, "response") or {}
+    asm.set_stop_reason(
+        optional_field(body, "stop_reason", str, "response"),
+        detail=details.get("explanation") or details.get("category"),
+    )
+    asm.finished = True
+
+
 WIRE = WireAPI(
     api=API,
     terminal_event="message_stop",
@@ -298,4 +355,7 @@ WIRE = WireAPI(
     auth_headers=lambda model, key: {"x-api-key": key},
     translator=_translator,
     api_key_env=lambda model: "ANTHROPIC_API_KEY",
+    base_url_env={_BASE_URL: "ANTHROPIC_BASE_URL"},
+    providers={"anthropic": _BASE_URL},
+    parse_response=_parse_response,
 )

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from collections.abc import Hashable
 from typing import Any
 from urllib.parse import quote
@@ -111,7 +112,7 @@ _IMAGE_FORMATS: dict[str, str] = {
 }
 
 # Prompt caching (`cachePoint` blocks): models whose id holds one of these, minus the older
-# Claude models that reject it. `model.compat["cache_points"]` overrides.
+# Claude models that reject it. `Compat.cache_points` overrides.
 _CACHE_MODELS = ("anthropic.claude", "amazon.nova")
 _NO_CACHE_MODELS = ("claude-3-haiku", "claude-3-sonnet", "claude-3-opus", "claude-3-5-sonnet")
 # Claude takes Anthropic's thinking config through `additionalModelRequestFields`.
@@ -122,6 +123,14 @@ _ENDPOINT = re.compile(r"^bedrock-runtime(-fips)?\.([a-z0-9-]+)\.amazonaws\.com(
 _DEFAULT_REGION = "us-east-1"
 _SERVICE = "bedrock"
 _normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
+
+
+@dataclass(frozen=True)
+class Compat:
+    """`Model.compat` flags for Bedrock."""
+
+    cache_points: bool | None = None
+    """Send `cachePoint` blocks (None: by the model id, see `_CACHE_MODELS`)."""
 
 
 def stream(
@@ -246,7 +255,7 @@ def _tool_choice(value: Any) -> dict[str, Any] | None:
 def _cache_point(model: Model, options: StreamOptions) -> dict[str, Any] | None:
     if options.cache_retention == "none":
         return None
-    enabled = model.compat.get("cache_points")
+    enabled = Compat(**model.compat).cache_points
     if enabled is None:
         enabled = any(m in model.id for m in _CACHE_MODELS) and not any(
             m in model.id for m in _NO_CACHE_MODELS
@@ -530,4 +539,6 @@ WIRE = WireAPI(
     decoder=EventStreamDecoder,
     sign=_sign,
     parse_response=_parse_response,
+    compat=Compat,
+    providers={"amazon-bedrock": f"https://bedrock-runtime.{_DEFAULT_REGION}.amazonaws.com"},
 )

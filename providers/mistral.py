@@ -135,12 +135,14 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
     return out
 
 
-def _user_parts(content: Sequence[TextContent | ImageContent], *, vision: bool) -> list[Any]:
+def _user_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
     parts: list[dict[str, Any]] = []
     for b in content:
         if isinstance(b, TextContent):
             if b.text.strip():
                 parts.append({"type": "text", "text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # a block of a type we do not know: kept in the history, never sent
         elif vision:
             parts.append({"type": "image_url", "image_url": f"data:{b.mime_type};base64,{b.data}"})
         else:
@@ -208,4 +210,7 @@ WIRE: WireAPI = dataclasses.replace(
     auth_headers=lambda model, key: {"authorization": f"Bearer {key}"},
     api_key_env=lambda model: "MISTRAL_API_KEY",
     key_required=lambda model: True,
+    compat=None,
+    base_url_env={},
+    providers={"mistral": "https://api.mistral.ai"},
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_core import (
@@ -146,10 +146,12 @@ def _build_generate(model: Model, context: Context, options: StreamOptions) -> W
         payload["prompt"] = "\n\n".join(turns) + "\n\nAssistant:"
     if images and "image" in model.input:
         payload["images"] = images
+    elif images:
+        payload["prompt"] += "\n(image omitted: this model takes no images)"
     return WireRequest(url=base_url(model) + "/api/generate", payload=payload)
 
 
-def _text_and_images(content: str | list[TextContent | ImageContent]) -> tuple[str, list[str]]:
+def _text_and_images(content: str | Sequence[object]) -> tuple[str, list[str]]:
     if isinstance(content, str):
         return content, []
     text = "\n".join(b.text for b in content if isinstance(b, TextContent))
@@ -162,7 +164,11 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
     if context.system_prompt:
         out.append({"role": "system", "content": context.system_prompt})
     # Ollama pairs results with calls by position and name, not by id: ids need no mapping.
+    pending: list[str] = []  # images from tool results, sent once the results are done
     for m in prepare_messages(context, api=API, provider=model.provider, model_id=model.id):
+        if not isinstance(m, ToolResultMessage) and pending:
+            out.append(_tool_images(pending, vision=vision))
+            pending = []
         if isinstance(m, UserMessage):
             text, images = _text_and_images(m.content)
             entry: dict[str, Any] = {"role": "user", "content": text}
@@ -178,7 +184,17 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
                 out.append(converted)
         else:
             out.append(_tool_result(m))
+            pending += _text_and_images(m.content)[1]
+    if pending:
+        out.append(_tool_images(pending, vision=vision))
     return out
+
+
+def _tool_images(images: list[str], *, vision: bool) -> dict[str, Any]:
+    """Tool messages carry text only: their images follow the results as a user message."""
+    if vision:
+        return {"role": "user", "content": "Attached image(s) from tool results:", "images": images}
+    return {"role": "user", "content": "(image omitted: this model takes no images)"}
 
 
 def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
@@ -327,6 +343,7 @@ WIRE = WireAPI(
     key_required=lambda model: False,
     decoder=NDJSONBytesDecoder,
     parse_response=_chat_answer,
+    providers={},  # `ollama/...` in the CLI stays the OpenAI-compatible row (/v1)
 )
 
 GENERATE_WIRE = dataclasses.replace(
@@ -335,6 +352,7 @@ GENERATE_WIRE = dataclasses.replace(
     build_request=_build_generate,
     translator=_generate_translator,
     parse_response=_generate_answer,
+    providers={},
 )
 
 # Both endpoints register from this one module.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Hashable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from stream_core import (
@@ -29,16 +29,20 @@ from stream_core import (
     StreamFailure,
     StreamOptions,
     TextContent,
+    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     Translator,
     UserMessage,
     WireAPI,
     WireRequest,
+    as_object,
     error_from_vendor,
     id_normalizer,
+    optional_field,
     parse_json,
     prepare_messages,
+    required_field,
     vendor_error_fields,
 )
 
@@ -79,6 +83,17 @@ _USAGE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
 # (some servers send the same text under two names).
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
+# Reasoning signatures a server carries next to that text, and takes back on the assistant
+# message from the same model: OpenRouter's `reasoning_details` (text, summary or encrypted
+# items, each with an `index`) and LiteLLM's Anthropic-shaped `thinking_blocks`. Streamed
+# as fragments; these string fields are concatenated per item, the others keep their last
+# value (a signature arrives whole).
+_SIGNATURE_FIELDS = ("reasoning_details", "thinking_blocks")
+_CONCATENATED = frozenset({"text", "summary", "thinking"})
+
+# An `is_error` tool result has no wire form in a `tool` message; the model reads it here.
+_ERROR_RESULT_PREFIX = "Error: the tool failed.\n"
+
 
 @dataclass(frozen=True)
 class Compat:
@@ -98,6 +113,10 @@ class Compat:
     """Send `reasoning_effort` when reasoning is asked for."""
     auth: Literal["bearer", "api-key"] = "bearer"
     """`Authorization: Bearer <key>`, or Azure's `api-key: <key>` header."""
+    empty_content: Literal["string", "null", "omit"] = "string"
+    """`content` of an assistant turn that has tool calls and no text: `""` (accepted by
+    OpenAI, vLLM, llama.cpp, Ollama, LM Studio, and llama-cpp-python, which answers a
+    `null` with a 500), `null`, or no key at all."""
 
 
 COMPAT: dict[str, Compat] = {
@@ -173,9 +192,8 @@ def compat_for(model: Model) -> Compat:
                 key_required=False,
             )
         )
-    known = {f.name for f in fields(Compat)}
-    overrides = {k: v for k, v in model.compat.items() if k in known}
-    return replace(row, **overrides) if overrides else row
+    # Keys and types were checked when the stream was opened (`WireAPI.compat`).
+    return replace(row, **model.compat) if model.compat else row
 
 
 # --- request ------------------------------------------------------------------------------
@@ -247,7 +265,7 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
                 if parts:
                     out.append({"role": "user", "content": parts})
         elif isinstance(m, AssistantMessage):
-            converted = _assistant(m)
+            converted = _assistant(m, compat)
             if converted is not None:
                 out.append(converted)
         else:
@@ -257,11 +275,12 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
                     [b for b in m.content if isinstance(b, ImageContent)], vision=True
                 )
             has_image = any(isinstance(b, ImageContent) for b in m.content)
+            text = text or ("(see attached image)" if has_image else "(no output)")
             out.append(
                 {
                     "role": "tool",
                     "tool_call_id": m.tool_call_id,
-                    "content": text or ("(see attached image)" if has_image else "(no output)"),
+                    "content": _ERROR_RESULT_PREFIX + text if m.is_error else text,
                 }
             )
     if pending_images:
@@ -283,6 +302,8 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
         if isinstance(b, TextContent):
             if b.text.strip():
                 parts.append({"type": "text", "text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # UnknownContent: kept in the history, never sent
         elif vision:
             url = f"data:{b.mime_type};base64,{b.data}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
@@ -291,9 +312,9 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
     return parts
 
 
-def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
-    # Same-model thinking has no wire form here (handoff already turned other models'
-    # thinking into text); it is left out.
+def _assistant(m: AssistantMessage, compat: Compat) -> dict[str, Any] | None:
+    # Same-model thinking text has no wire form here (handoff already turned other models'
+    # thinking into text); it is left out, but its signatures go back (`_signatures`).
     text = "\n\n".join(b.text for b in m.content if isinstance(b, TextContent) and b.text.strip())
     calls = [
         {
@@ -304,11 +325,35 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
         for b in m.content
         if isinstance(b, ToolCall)
     ]
+    signatures = _signatures(m)
     if not text and not calls:
         return None
-    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    out: dict[str, Any] = {"role": "assistant"}
+    if text:
+        out["content"] = text
+    elif compat.empty_content != "omit":
+        out["content"] = "" if compat.empty_content == "string" else None
     if calls:
         out["tool_calls"] = calls
+    out.update(signatures)
+    return out
+
+
+def _signatures(m: AssistantMessage) -> dict[str, list[Any]]:
+    """The reasoning signatures kept on the thinking blocks (see `_ReasoningDetails`), by
+    wire field. Only same-model turns still hold thinking blocks here."""
+    out: dict[str, list[Any]] = {}
+    for b in m.content:
+        if not isinstance(b, ThinkingContent) or not (b.signature or "").startswith("{"):
+            continue
+        try:
+            kept = json.loads(b.signature or "")
+        except ValueError:
+            continue
+        if isinstance(kept, dict):
+            for name in _SIGNATURE_FIELDS:
+                if isinstance(kept.get(name), list):
+                    out.setdefault(name, []).extend(kept[name])
     return out
 
 
@@ -319,9 +364,11 @@ _TEXT, _THINKING = "text", "thinking"
 
 def _translator(asm: Assembler) -> Translator:
     last_tool: list[Hashable] = [("tool", 0)]
+    details = _ReasoningDetails(asm)
 
     def on_event(event: str, data: str) -> None:
         if data == "[DONE]":
+            details.settle()
             asm.finished = True
             return
         chunk = parse_json(data, event or "chunk")
@@ -340,6 +387,7 @@ def _translator(asm: Assembler) -> Translator:
             delta = choice.get("delta")
             if delta:
                 _delta(asm, delta, last_tool)
+                details.add(delta)
             finish = choice.get("finish_reason")
             if finish:
                 asm.set_stop_reason(finish)
@@ -356,7 +404,8 @@ def _fail(asm: Assembler, chunk: dict[str, Any], error: Any, usage: Any) -> None
         _usage(asm, usage)
     vendor_type, message = vendor_error_fields(chunk)
     code = error.get("code") if isinstance(error, dict) else None
-    status = code if isinstance(code, int) else None
+    # Proxies send the upstream status as a string ("500"); error_from_vendor reads both.
+    status = code if isinstance(code, (int, str)) else None
     raise StreamFailure(error_from_vendor(vendor_type, message, status=status))
 
 
@@ -409,6 +458,71 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
             last_tool[0] = key
 
 
+class _ReasoningDetails:
+    """Collects `_SIGNATURE_FIELDS` fragments per thinking block, merged by item `index`
+    (or type), and stores them on the block as the JSON signature `{field: [items]}` when
+    the answer is complete (`settle`): once, not per fragment."""
+
+    def __init__(self, asm: Assembler) -> None:
+        self._asm = asm
+        # (block, wire field, items by merge key), one entry per block and field.
+        self._kept: list[tuple[ThinkingContent, str, dict[Hashable, dict[str, Any]]]] = []
+
+    def add(self, delta: dict[str, Any]) -> None:
+        for name in _SIGNATURE_FIELDS:
+            items = delta.get(name)
+            if items and isinstance(items, list):
+                self._merge(name, items)
+
+    def _merge(self, name: str, items: list[Any]) -> None:
+        asm = self._asm
+        block = asm.block(_THINKING)
+        if not isinstance(block, ThinkingContent):
+            # The turn's reasoning, already ended by text or a call in this same delta.
+            block = self._kept[-1][0] if self._kept else _last_thinking(asm.message)
+            if block is None:
+                # Encrypted reasoning with no readable text: a block holds it all the same.
+                asm.start_thinking(_THINKING)
+                block = asm.block(_THINKING)
+                assert isinstance(block, ThinkingContent)
+        if not self._kept or self._kept[-1][0] is not block or self._kept[-1][1] != name:
+            self._kept.append((block, name, {}))
+        merged = self._kept[-1][2]
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            index = item.get("index")
+            key: Hashable = index if type(index) is int else ("type", str(item.get("type")))
+            into = merged.get(key)
+            if into is None:
+                merged[key] = dict(item)
+                continue
+            for field, value in item.items():
+                if value is None or value == "":
+                    continue
+                old = into.get(field)
+                if field in _CONCATENATED and isinstance(old, str) and isinstance(value, str):
+                    # Popped so the string has one reference and grows in place.
+                    old = into.pop(field)
+                    old += value
+                    into[field] = old
+                else:
+                    into[field] = value
+
+    def settle(self) -> None:
+        by_block: dict[int, tuple[ThinkingContent, dict[str, list[Any]]]] = {}
+        for block, name, merged in self._kept:
+            entry = by_block.setdefault(id(block), (block, {}))
+            entry[1].setdefault(name, []).extend(merged.values())
+        for block, fields_ in by_block.values():
+            block.signature = json.dumps(fields_, ensure_ascii=False)
+        self._kept.clear()
+
+
+def _last_thinking(message: AssistantMessage) -> ThinkingContent | None:
+    return next((b for b in reversed(message.content) if isinstance(b, ThinkingContent)), None)
+
+
 def _content_parts(asm: Assembler, parts: list[Any]) -> None:
     for part in parts:
         if not isinstance(part, dict):
@@ -459,6 +573,43 @@ def _usage(asm: Assembler, usage: dict[str, Any]) -> None:
     )
 
 
+def _parse_response(asm: Assembler, obj: Any) -> None:
+    """A whole `chat.completion` (a proxy or server that ignored `stream: true`): its
+    message is read as one delta, so it gives the same events as a stream in one piece."""
+    body = as_object(obj, "response")
+    usage = optional_field(body, "usage", dict, "response")
+    error = body.get("error")
+    if error:
+        _fail(asm, body, error, usage)
+    asm.set_response_id(optional_field(body, "id", str, "response"))
+    choices = required_field(body, "choices", list, "response")
+    if choices:
+        choice = as_object(choices[0], "response.choices[0]")
+        message = optional_field(choice, "message", dict, "response.choices[0]")
+        if message:
+            calls = optional_field(message, "tool_calls", list, "response.choices[0].message")
+            if calls:
+                # A whole answer numbers its calls by position only; give each its own key
+                # so calls without ids do not merge.
+                message = {
+                    **message,
+                    "tool_calls": [
+                        {**tc, "index": i} if isinstance(tc, dict) and "index" not in tc else tc
+                        for i, tc in enumerate(calls)
+                    ],
+                }
+            details = _ReasoningDetails(asm)
+            _delta(asm, message, [("tool", 0)])
+            details.add(message)
+            details.settle()
+        asm.end_all()
+        asm.set_stop_reason(optional_field(choice, "finish_reason", str, "response.choices[0]"))
+        usage = usage or optional_field(choice, "usage", dict, "response.choices[0]")
+    if usage:
+        _usage(asm, usage)
+    asm.finished = True
+
+
 def _auth_headers(model: Model, key: str) -> dict[str, str]:
     if compat_for(model).auth == "api-key":
         return {"api-key": key}
@@ -474,4 +625,8 @@ WIRE = WireAPI(
     translator=_translator,
     api_key_env=lambda model: compat_for(model).env,
     key_required=lambda model: compat_for(model).key_required,
+    compat=Compat,
+    base_url_env={Compat.base_url: "OPENAI_BASE_URL"},
+    providers={name: row.base_url for name, row in COMPAT.items()},
+    parse_response=_parse_response,
 )

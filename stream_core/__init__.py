@@ -48,6 +48,7 @@ from ._models import Model, ModelPrices, get_model, list_models, register_model
 from ._options import THINKING_BUDGETS, ReasoningEffort, StreamOptions
 from ._registry import (
     ProviderEntry,
+    StreamFunction,
     api_key_env,
     complete,
     get_provider,
@@ -79,6 +80,7 @@ from ._tools import (
     repair_tool_pairs,
 )
 from ._types import (
+    KEEP_UNKNOWN_BLOCKS,
     AssistantMessage,
     Context,
     Cost,
@@ -92,6 +94,7 @@ from ._types import (
     Tool,
     ToolCall,
     ToolResultMessage,
+    UnknownContent,
     Usage,
     UserMessage,
 )
@@ -99,6 +102,7 @@ from ._types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "KEEP_UNKNOWN_BLOCKS",
     "OVERFLOW_PATTERNS",
     "THINKING_BUDGETS",
     "ArgumentsError",
@@ -134,6 +138,7 @@ __all__ = [
     "StopRule",
     "StreamError",
     "StreamFailure",
+    "StreamFunction",
     "StreamOptions",
     "TextContent",
     "TextDelta",
@@ -151,6 +156,7 @@ __all__ = [
     "ToolPairAudit",
     "ToolResultMessage",
     "Translator",
+    "UnknownContent",
     "Usage",
     "UserMessage",
     "WireAPI",

@@ -251,8 +251,10 @@ class Assembler:
         if o is None:
             return
         if o.kind == _TEXT:
+            _declared_order(o.block)
             delta: TextEnd | ThinkingEnd | ToolCallEnd = TextEnd(o.index)
         elif o.kind == _THINKING:
+            _declared_order(o.block)
             delta = ThinkingEnd(o.index)
         else:
             _finish_arguments(o.block)  # type: ignore[arg-type]
@@ -390,6 +392,16 @@ def _count(value: object, what: str) -> int:
     if value.__class__ is not int:
         raise ProtocolError(f"{what} is {type(value).__name__}, not an integer")
     return value if value >= 0 else 0
+
+
+def _declared_order(block: TextContent | ThinkingContent | ToolCall) -> None:
+    """Appending in place moves the growing field last in `__dict__`, and pydantic dumps in
+    `__dict__` order: put the fields back in declared order, once per block, so a streamed
+    message is written exactly as the same message is after a reload."""
+    d = block.__dict__
+    for name in type(block).model_fields:
+        if name in d:
+            d[name] = d.pop(name)
 
 
 def _finish_arguments(call: ToolCall) -> None:

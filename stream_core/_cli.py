@@ -2,7 +2,9 @@
 
     stream-core demo [--speed CHARS_PER_SECOND]
     stream-core replay FILE.body [--api API] [--chunk-size N] [--events] [--json]
-    stream-core chat PROVIDER/MODEL "prompt" [--system S] [--max-tokens N] [--reasoning E]
+    stream-core chat PROVIDER/MODEL "prompt" [--base-url URL] [--system S] [--max-tokens N]
+                     [--reasoning E]
+    stream-core --version
 
 All three draw a stream with the one `Renderer`. `demo` and `replay` serve a recorded body
 through an `httpx.MockTransport`, so the provider code that runs is the real one and nothing
@@ -26,6 +28,7 @@ from typing import Any, TextIO
 import anyio
 import httpx
 
+from . import __version__
 from ._cost import list_prices
 from ._events import (
     AssistantStreamEvent,
@@ -45,7 +48,7 @@ from ._events import (
 )
 from ._models import Model, catalog_source, get_model, list_models, model_apis
 from ._options import StreamOptions
-from ._registry import api_key_env, get_provider, stream
+from ._registry import api_key_env, get_provider, list_providers, stream
 from ._types import (
     AssistantMessage,
     Context,
@@ -53,6 +56,7 @@ from ._types import (
     ThinkingContent,
     Tool,
     ToolCall,
+    UnknownContent,
     UserMessage,
 )
 
@@ -246,11 +250,13 @@ class Renderer:
         self.out.write("\n")
 
 
-def _describe(block: TextContent | ThinkingContent | ToolCall) -> str:
+def _describe(block: TextContent | ThinkingContent | ToolCall | UnknownContent) -> str:
     if isinstance(block, TextContent):
         return f"text ({len(block.text)} chars)"
     if isinstance(block, ThinkingContent):
         return f"thinking ({len(block.thinking)} chars)"
+    if isinstance(block, UnknownContent):
+        return f"{block.type} block"
     return f"tool call {block.name or '?'}" + (" (truncated)" if block.truncated else "")
 
 
@@ -521,7 +527,27 @@ def _cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     if args.json:
         out.write(json.dumps(message.model_dump(mode="json"), ensure_ascii=False) + "\n")
+    if _nothing_recognised(message):
+        err.write(
+            f"error: no event of {path.name} was recognised as {api}; "
+            "is --api the wire API that recorded it?\n"
+        )
+        return 1
     return 0  # an error in the recording is output, not a failure of the command
+
+
+def _nothing_recognised(message: AssistantMessage) -> bool:
+    """The body failed to parse or ended without the API's terminal event, and no event
+    of it changed the message: the recording is of another API (or empty)."""
+    error = message.error
+    return (
+        error is not None
+        and error.kind in ("network", "protocol")
+        and not message.content
+        and message.raw_stop_reason is None
+        and message.response_id is None
+        and message.usage.total_tokens == 0
+    )
 
 
 async def _replay_main(
@@ -552,6 +578,28 @@ def _ignore(event: AssistantStreamEvent) -> None:
 # --- chat -----------------------------------------------------------------------------------
 
 
+def _chat_model(provider: str, model_id: str, base_url: str | None, reasoning: bool) -> Model:
+    """The catalog entry, else a model of a provider some wire API serves by name (Ollama,
+    vLLM, a vendor's model newer than the catalog), else, with a base URL, any
+    OpenAI-compatible server. `KeyError` with a one-line reason otherwise."""
+    try:
+        return get_model(provider, model_id)
+    except KeyError as exc:
+        missing = str(exc.args[0])
+    wires = [e.wire for e in list_providers() if e.wire is not None]
+    wire = next((w for w in wires if provider in w.providers), None)
+    if wire is None and base_url is None:
+        known = sorted({p for w in wires for p in w.providers})
+        raise KeyError(f"{missing}; known providers: {', '.join(known)} (or pass --base-url)")
+    return Model(
+        id=model_id,
+        api=wire.api if wire is not None else "openai-completions",
+        provider=provider,
+        base_url=base_url or (wire.providers[provider] if wire is not None else ""),
+        reasoning=reasoning,  # unknown: trust the person asking for thinking
+    )
+
+
 def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     provider, _, model_id = args.model.partition("/")
     if not provider or not model_id:
@@ -559,7 +607,7 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err, f"expected PROVIDER/MODEL (e.g. anthropic/claude-sonnet-4-5), got {args.model!r}"
         )
     try:
-        model = get_model(provider, model_id)
+        model = _chat_model(provider, model_id, args.base_url, args.reasoning is not None)
     except KeyError as exc:
         return _usage_error(err, str(exc.args[0]))
     try:
@@ -570,7 +618,9 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         # Checked here, before any I/O, so the person gets one actionable line.
         return _usage_error(err, f"set {env} to use {provider}/{model_id}")
     context = Context(system_prompt=args.system, messages=[UserMessage(content=args.prompt)])
-    options = StreamOptions(max_tokens=args.max_tokens, reasoning=args.reasoning)
+    options = StreamOptions(
+        max_tokens=args.max_tokens, reasoning=args.reasoning, base_url=args.base_url
+    )
     renderer = Renderer(out, color=_use_color(out))
     message = anyio.run(_consume, model, context, options, renderer, 0.0)
     # Unlike replay, a live call that failed is a failed command.
@@ -676,6 +726,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="stream-core",
         description="Stream LLM vendor responses as one event sequence.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser(
@@ -716,11 +767,19 @@ def _parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser(
         "chat",
-        help="stream a live answer from a catalog model",
-        description="Stream a live answer from a catalog model (needs its API key).",
+        help="stream a live answer from any model",
+        description="Stream a live answer: a catalog model, any model of a known provider "
+        "(ollama/llama3.2, vllm/..., lmstudio/..., llama.cpp/...), or any OpenAI-compatible "
+        "server with --base-url. Keys come from the provider's environment variable.",
     )
     chat.add_argument("model", metavar="PROVIDER/MODEL", help="e.g. anthropic/claude-sonnet-4-5")
     chat.add_argument("prompt", help="what to ask")
+    chat.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="send the request here (a gateway, a proxy, a local server) instead of the "
+        "provider's default",
+    )
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
     chat.add_argument(

@@ -22,6 +22,7 @@ __all__ = [
     "error_from_vendor",
     "is_context_overflow",
     "redact",
+    "status_from_code",
 ]
 
 RETRYABLE_KINDS: frozenset[str] = frozenset(
@@ -93,8 +94,25 @@ OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"too many tokens",
         r"token limit exceeded",
         r"^4(00|13)\s*(status code)?\s*\(no body\)",
+        # Proxies wrap the upstream text in their own words: LiteLLM raises
+        # `ContextWindowExceededError`, others say "context window/length exceeded".
+        r"context ?window ?exceeded",
+        r"context[_ ](length|window|size)[_ ]?(is )?(exceeded|overflow)",
+        r"exceeds? (the )?(model'?s? )?(maximum )?context (length|window|size)",
+        r"maximum context length",
+        r"tokens \+ `?max_new_tokens`? must be <=",  # Hugging Face TGI
     )
 )
+
+
+def status_from_code(code: object) -> int | None:
+    """An HTTP status from a vendor's error `code`: an integer or a string of digits (LiteLLM
+    and other proxies send `"code": "500"`); None for anything else (`"rate_limit"`)."""
+    if type(code) is str and len(code) == 3 and code.isdigit():
+        code = int(code)
+    if type(code) is int and 100 <= code <= 599:
+        return code
+    return None
 
 
 def is_context_overflow(message: str) -> bool:
@@ -142,10 +160,19 @@ def error_from_vendor(
     vendor_type: str | None,
     message: str,
     *,
-    status: int | None = None,
+    status: int | str | None = None,
     extra_kinds: Mapping[str, ErrorKind] | None = None,
 ) -> StreamError:
-    """The error for a mid-stream vendor error event: same kinds as the matching status."""
+    """The error for a mid-stream vendor error event: same kinds as the matching status.
+
+    `status` may be the vendor's `code` as sent (`500` or `"500"`); a numeric `vendor_type`
+    (a proxy's `"code": "429"` with no type) is read as the status too.
+    """
+    status = status_from_code(status)
+    if status is None and vendor_type is not None:
+        status = status_from_code(vendor_type)
+        if status is not None:
+            vendor_type = None
     kind: ErrorKind | None = None
     if vendor_type:
         kind = (extra_kinds or {}).get(vendor_type) or VENDOR_ERROR_KINDS.get(vendor_type)

@@ -19,6 +19,7 @@ from ._types import (
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
+    UnknownContent,
 )
 
 __all__ = ["id_normalizer", "is_same_model", "prepare_messages", "sanitize_surrogates"]
@@ -64,44 +65,52 @@ def is_same_model(message: AssistantMessage, *, api: str, provider: str, model_i
 
 
 class _IdMap:
-    """Original tool-call id -> id sent, unique across the history."""
+    """Tool-call ids as sent: every call gets a non-empty id unique in the request (a
+    history written by an older version, or spliced from several sessions, may hold empty or
+    repeated ones), and each result follows the call it answers."""
 
     def __init__(self, normalize: Callable[[str], str] | None) -> None:
         self._normalize = normalize
-        self._sent: dict[str, str] = {}
         self._taken: set[str] = set()
+        # Original id -> (turn, id sent) of the calls still waiting for their result.
+        self._waiting: dict[str, list[tuple[int, str]]] = {}
 
-    def for_call(self, original: str) -> str:
-        known = self._sent.get(original)
-        if known is not None:
-            # The same original id again (a reused id) keeps its pairing with its results.
-            return known
-        if self._normalize is None:
-            new = original
-        else:
-            new = self._unique(self._normalize(original))
-        self._sent[original] = new
+    def for_call(self, original: str, turn: int, position: int) -> str:
+        candidate = self._normal(original) if original else ""
+        if not candidate:
+            # Deterministic: the same history always sends the same ids.
+            candidate = self._normal(f"call_{turn}_{position}")
+        new = self._unique(candidate)
         self._taken.add(new)
+        self._waiting.setdefault(original, []).append((turn, new))
         return new
 
     def for_result(self, original: str) -> str | None:
-        """The id sent for the call this result answers; None when no earlier call has it."""
-        return self._sent.get(original)
+        """The id sent for the call this result answers (the first waiting call of the
+        latest turn that made one with this id); None when no call is waiting for it."""
+        waiting = self._waiting.get(original)
+        if not waiting:
+            return None
+        latest = waiting[-1][0]
+        at = next(i for i, (turn, _) in enumerate(waiting) if turn == latest)
+        return waiting.pop(at)[1]
+
+    def _normal(self, tool_call_id: str) -> str:
+        return self._normalize(tool_call_id) if self._normalize is not None else tool_call_id
 
     def _unique(self, candidate: str) -> str:
         if candidate not in self._taken:
             return candidate
-        assert self._normalize is not None
         for attempt in range(2, _MAX_SUFFIX_ATTEMPTS):
             suffix = f"_{attempt}"
             base = candidate
             # Shorten the base until the suffix survives the normalizer's length cut.
             while True:
-                new = self._normalize(base + suffix)
+                new = self._normal(base + suffix)
                 if new.endswith(suffix) or not base:
                     break
                 base = base[:-1]
-            if new not in self._taken:
+            if new and new not in self._taken:
                 return new
         raise ValueError(f"cannot make tool-call id {candidate!r} unique with this normalizer")
 
@@ -117,15 +126,16 @@ def prepare_messages(
     """The context's messages as the target model may receive them, in a new list.
 
     Assistant turns from another model lose vendor artifacts (their reasoning becomes
-    plain text); tool-call ids go through `normalize_id` (kept unique) and results follow
-    their call; finally call/result pairing is repaired. The context is never mutated:
-    changed messages and blocks are copies.
+    plain text); tool-call ids go through `normalize_id`, are made non-empty and unique in
+    the request (a history may hold empty or repeated ones), and results follow their call;
+    finally call/result pairing is repaired. The context is never mutated: changed messages
+    and blocks are copies.
     """
     ids = _IdMap(normalize_id)
     out: list[Message] = []
-    for message in context.messages:
+    for turn, message in enumerate(context.messages):
         if isinstance(message, AssistantMessage):
-            out.append(_prepare_assistant(message, ids, api, provider, model_id))
+            out.append(_prepare_assistant(message, turn, ids, api, provider, model_id))
         elif isinstance(message, ToolResultMessage):
             sent = ids.for_result(message.tool_call_id)
             if sent is None:
@@ -142,7 +152,7 @@ def prepare_messages(
 
 
 def _prepare_assistant(
-    message: AssistantMessage, ids: _IdMap, api: str, provider: str, model_id: str
+    message: AssistantMessage, turn: int, ids: _IdMap, api: str, provider: str, model_id: str
 ) -> AssistantMessage:
     same = is_same_model(message, api=api, provider=provider, model_id=model_id)
     content: list[TextContent | ThinkingContent | ToolCall] = []
@@ -164,9 +174,11 @@ def _prepare_assistant(
             else:
                 content.append(TextContent(text=block.text))
                 changed = True
+        elif isinstance(block, UnknownContent):
+            changed = True  # kept in the history, never sent: no vendor form is known
         else:
             update: dict[str, object] = {}
-            new_id = ids.for_call(block.id)
+            new_id = ids.for_call(block.id, turn, len(content))
             if new_id != block.id:
                 update["id"] = new_id
             if not same and block.thought_signature is not None:

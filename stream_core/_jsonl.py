@@ -1,7 +1,8 @@
 """History as append-only JSONL: one message per line.
 
 A record we don't understand (a role from a newer version, a harness's own bookkeeping line)
-is kept as a plain dict and written back unchanged, so no tool in a pipeline loses data it
+is kept as a plain dict and written back unchanged, and so is a block of a type we don't
+know inside a known message (`UnknownContent`), so no tool in a pipeline loses data it
 doesn't know about. Files written by `dump_messages` round-trip byte for byte.
 """
 
@@ -14,7 +15,7 @@ from typing import IO, Any, TypeAlias
 
 from pydantic import BaseModel, ValidationError
 
-from ._types import MESSAGE_ADAPTER, Message
+from ._types import KEEP_UNKNOWN_BLOCKS, MESSAGE_ADAPTER, Message
 
 __all__ = [
     "HistoryFormatError",
@@ -117,7 +118,7 @@ def _decode(line: str, lineno: int) -> Record:
     if not isinstance(role, str) or role not in _KNOWN_ROLES:
         return data
     try:
-        return MESSAGE_ADAPTER.validate_python(data)
+        return MESSAGE_ADAPTER.validate_python(data, context=KEEP_UNKNOWN_BLOCKS)
     except ValidationError as e:
         raise HistoryFormatError(lineno, f"invalid {role} message: {_error_path(e, role)}") from e
 

@@ -39,8 +39,11 @@ class StreamOptions:
     api_key: str | None = field(default=None, repr=False)
     """Else the provider's environment variable."""
     headers: dict[str, str] = field(default_factory=dict)
+    base_url: str | None = None
+    """Send this call here instead of `model.base_url` (a gateway, a proxy, a local server)."""
     client: httpx.AsyncClient | None = None
-    """Use this client (connection pool, proxies, a mock transport) instead of a new one."""
+    """Use this client (connection pool, proxies, a mock transport) instead of a new one;
+    its default headers are sent too."""
     cancel: anyio.Event | None = None
     """Set it to abort: the response is closed and the message ends `aborted`."""
     connect_timeout: float | None = 10.0

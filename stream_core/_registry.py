@@ -4,6 +4,11 @@ Built-ins register through the same call as plugins. Plugins are modules named b
 entry-point group `stream_core.providers` (`name = "package.module"`); each such module
 exports `API` and `stream`. They load lazily, once, on the first lookup that misses;
 `STREAM_CORE_PLUGINS` (comma-separated entry-point names, empty for none) limits which.
+
+Who serves an API, whatever was called first: an explicit `register_provider` call wins,
+then the built-in, then a plugin. A plugin naming an API that is already served is logged
+and ignored: merely installing a package must never reroute a built-in API (and the key
+sent with it); to replace a built-in, call `register_provider` yourself.
 """
 
 from __future__ import annotations
@@ -12,11 +17,10 @@ import importlib
 import logging
 import os
 import pkgutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from ._models import Model
 from ._options import StreamOptions
@@ -25,6 +29,7 @@ from ._types import AssistantMessage, Context
 
 __all__ = [
     "ProviderEntry",
+    "StreamFunction",
     "api_key_env",
     "complete",
     "get_provider",
@@ -36,9 +41,19 @@ __all__ = [
 
 logger = logging.getLogger("stream_core")
 
-StreamFunction = Callable[..., AssistantStream]
+class StreamFunction(Protocol):
+    """A provider's `stream`: validates at the call, then returns the stream unstarted."""
+
+    def __call__(
+        self,
+        model: Model,
+        context: Context | dict[str, Any],
+        options: StreamOptions | None = None,
+    ) -> AssistantStream: ...
+
 
 _BUILTIN_PACKAGE = "stream_core.providers"
+_BUILTIN = "builtin"
 
 
 @dataclass(frozen=True)
@@ -59,25 +74,41 @@ _loaded_plugins = False
 def register_provider(
     api: str, stream: StreamFunction, *, source: str = "user", wire: WireAPI | None = None
 ) -> None:
-    """Serve `api` with `stream` (replacing any earlier registration for it)."""
+    """Serve `api` with `stream`, replacing any earlier registration for it; a built-in or
+    plugin loaded later does not take it back."""
     _registry[api] = ProviderEntry(api, stream, source, wire)
 
 
 def register_module(module: ModuleType, *, source: str) -> None:
-    wires = getattr(module, "WIRES", None)
-    if wires is not None:
-        # One module serving several wire APIs (e.g. a vendor's two endpoints).
-        for wire in wires:
-            if not isinstance(wire, WireAPI):
-                raise TypeError(f"{module.__name__}.WIRES must hold WireAPI values")
-            register_provider(wire.api, wire.open, source=source, wire=wire)
-        return
+    """Register a built-in or plugin module, unless its API is already served (see the
+    module docstring for the order). A module may serve several APIs (a vendor's two
+    endpoints) by exporting `WIRES`; its own `stream` serves its main `API`."""
     api = getattr(module, "API", None)
     fn = getattr(module, "stream", None)
     if not isinstance(api, str) or not callable(fn):
         raise TypeError(f"{module.__name__} must export API: str and stream()")
     wire = getattr(module, "WIRE", None)
-    register_provider(api, fn, source=source, wire=wire if isinstance(wire, WireAPI) else None)
+    served: list[tuple[str, StreamFunction, WireAPI | None]] = [
+        (api, fn, wire if isinstance(wire, WireAPI) else None)
+    ]
+    for other in getattr(module, "WIRES", ()):
+        if not isinstance(other, WireAPI):
+            raise TypeError(f"{module.__name__}.WIRES must hold WireAPI values")
+        if other.api != api:
+            served.append((other.api, other.open, other))
+    for name, stream_fn, wire_api in served:
+        held = _registry.get(name)
+        if held is not None:
+            if source != _BUILTIN:
+                logger.warning(
+                    "stream_core: plugin %r also serves %r, which %s serves: plugin ignored "
+                    "(call register_provider to replace it)",
+                    source,
+                    name,
+                    "the built-in" if held.source == _BUILTIN else repr(held.source),
+                )
+            continue
+        register_provider(name, stream_fn, source=source, wire=wire_api)
 
 
 def unregister_providers(source: str) -> None:
@@ -99,13 +130,14 @@ def _load_builtins() -> None:
             continue
         module = importlib.import_module(f"{_BUILTIN_PACKAGE}.{info.name}")
         if hasattr(module, "API") and hasattr(module, "stream"):
-            register_module(module, source="builtin")
+            register_module(module, source=_BUILTIN)
 
 
 def _load_plugins() -> None:
     global _loaded_plugins
     if _loaded_plugins:
         return
+    _load_builtins()  # built-ins take their names first, whoever asked
     _loaded_plugins = True
     allow = os.environ.get("STREAM_CORE_PLUGINS")
     allowed = None if allow is None else {n.strip() for n in allow.split(",") if n.strip()}

@@ -12,7 +12,9 @@ the only await per network chunk is the read.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
+import html
 import json
 import logging
 import math
@@ -30,7 +32,7 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from ._assembler import Assembler, StopRule
@@ -100,20 +102,35 @@ class WireAPI:
     """Reads the vendor's non-streamed JSON answer (a proxy that ignored `stream: true`)
     as a whole: the same assembler calls as if it had streamed in one piece, ending with
     `asm.finished = True`. None: such an answer ends the stream `protocol`."""
+    compat: type[Any] | None = None
+    """The dataclass of per-endpoint flags `Model.compat` may set (None: it takes none);
+    an unknown key or a value of the wrong type raises at the call, naming the key."""
+    base_url_env: Mapping[str, str] = field(default_factory=dict)
+    """Vendor default base URL -> the environment variable that replaces it (the official
+    SDK's own, e.g. `OPENAI_BASE_URL`). Only a model still at that default is redirected."""
+    providers: Mapping[str, str] = field(default_factory=dict)
+    """Provider names this API serves -> their default base URL, so a model outside the
+    catalog can be named as `provider/model-id` (e.g. `ollama/llama3.2`)."""
 
     def open(
-        self, model: Model, context: Context | dict[str, Any], options: StreamOptions | None
+        self,
+        model: Model,
+        context: Context | dict[str, Any],
+        options: StreamOptions | None = None,
     ) -> AssistantStream:
-        context = _check_call(self.api, model, context, options)
+        context = _check_call(self, model, context, options)
         return AssistantStream(self, model, context, options or StreamOptions())
 
 
-def _check_call(api: str, model: Any, context: Any, options: Any) -> Context:
+def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context:
     """Programmer errors raise here, before any I/O, naming the bad field."""
+    api = wire.api
     if not isinstance(model, Model):
         raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
     if model.api != api:
         raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
+    if model.compat:
+        _check_compat(wire, model.compat)
     if options is not None and not isinstance(options, StreamOptions):
         raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
     if isinstance(context, dict):
@@ -135,6 +152,58 @@ def _check_call(api: str, model: Any, context: Any, options: Any) -> Context:
                 "(filter JSONL records with messages_only())"
             )
     return context
+
+
+def _check_compat(wire: WireAPI, compat: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first `Model.compat` key `wire` does not know, or whose
+    value has the wrong type: a typo must not be silently dropped."""
+    if wire.compat is None:
+        raise ValueError(
+            f"model.compat: {wire.api} takes no compat flags (got {', '.join(map(repr, compat))})"
+        )
+    adapters = _field_adapters(wire.compat)
+    for key, value in compat.items():
+        adapter = adapters.get(key)
+        if adapter is None:
+            raise ValueError(
+                f"model.compat: unknown key {key!r} for {wire.api} "
+                f"(known: {', '.join(sorted(adapters))})"
+            )
+        try:
+            adapter.validate_python(value, strict=True)
+        except ValidationError as exc:
+            raise ValueError(f"model.compat.{key}: {exc.errors()[0]['msg']}") from None
+
+
+_ADAPTERS: dict[type[Any], dict[str, TypeAdapter[Any]]] = {}
+
+
+def _field_adapters(cls: type[Any]) -> dict[str, TypeAdapter[Any]]:
+    adapters = _ADAPTERS.get(cls)
+    if adapters is None:
+        hints = typing.get_type_hints(cls)
+        adapters = {f.name: TypeAdapter(hints[f.name]) for f in dataclasses.fields(cls)}
+        _ADAPTERS[cls] = adapters
+    return adapters
+
+
+def _endpoint(wire: WireAPI, model: Model, options: StreamOptions) -> Model:
+    """The model as it is sent: `options.base_url` wins; else the vendor SDK's variable
+    (`OPENAI_BASE_URL`, ...) replaces the vendor's default host, never a URL the model
+    chose itself, so a gateway or a local server needs no code change."""
+    url = options.base_url or None
+    if url is None:
+        env = wire.base_url_env.get(model.base_url.rstrip("/"))
+        url = (os.environ.get(env) or None) if env else None
+    if url is None or url == model.base_url:
+        return model
+    return model.model_copy(update={"base_url": url})
+
+
+# Headers whose values are credentials: kept out of every error text.
+_AUTH_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key"}
+)
 
 
 # States of the pump.
@@ -258,7 +327,8 @@ class AssistantStream:
                 raise StreamFailure(error)
 
     def _build(self) -> httpx.Request:
-        wire, model, opts = self._wire, self._model, self._options
+        wire, opts = self._wire, self._options
+        model = _endpoint(wire, self._model, opts)
         api_key = opts.api_key
         env = wire.api_key_env(model)
         if api_key is None and env:
@@ -279,6 +349,8 @@ class AssistantStream:
             if replaced is not None:
                 req.payload = replaced
         headers = {
+            # The request is built here, not by the client: its own defaults come first.
+            **(opts.client.headers if opts.client is not None else {}),
             "accept": "text/event-stream",
             # Compressed SSE arrives all at once; ask for it plain.
             "accept-encoding": "identity",
@@ -287,6 +359,14 @@ class AssistantStream:
             **model.headers,
             **opts.headers,
         }
+        # Credentials set as headers (a gateway's token on the client, say) are secrets too.
+        self._secrets += tuple(
+            part
+            for name, value in headers.items()
+            if name.lower() in _AUTH_HEADERS
+            for part in {value, value.partition(" ")[2]}
+            if part
+        )
         timeout = httpx.Timeout(
             connect=opts.connect_timeout, read=None, write=60.0, pool=opts.connect_timeout
         )
@@ -377,7 +457,7 @@ class AssistantStream:
     def _http_error(self, response: httpx.Response, body: bytes) -> StreamError:
         vendor_type, text = vendor_error_text(body)
         status = response.status_code
-        message = f"HTTP {status}"
+        message = f"HTTP {status} from {self._where()}"
         if text:
             message += f": {text}"
         return error_from_status(
@@ -389,7 +469,18 @@ class AssistantStream:
 
     def _net_text(self, exc: Exception) -> str:
         text = str(exc) or type(exc).__name__
-        return redact(f"{type(exc).__name__}: {text}", self._secrets)
+        return redact(f"{type(exc).__name__} on {self._where()}: {text}", self._secrets)
+
+    def _where(self) -> str:
+        """`POST https://host/path` of the request, for error texts: no query string (it may
+        carry a key) and no user info."""
+        request = self._request
+        if request is None:
+            return "the request"
+        url = request.url
+        host = f"[{url.host}]" if ":" in url.host else url.host  # IPv6
+        port = f":{url.port}" if url.port is not None else ""
+        return f"{request.method} {url.scheme}://{host}{port}{url.path}"
 
     async def _may_retry(self, error: StreamError) -> bool:
         """Sleep and reset for another attempt when the contract allows one."""
@@ -551,13 +642,44 @@ class AssistantStream:
 
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
-_TAGS = re.compile(r"<[^>]*>|\s+")
+# A tag opens with a name, `/` or `!` and cannot hold another `<`: a run of stray `<`
+# stays linear, and "a < b" in plain text is not a tag.
+_TAGS = re.compile(r"<[a-zA-Z/!?][^<>]*>")
+# Where a browser shows nothing until the matching close: scripts, styles, the head.
+_HIDDEN_OPEN = re.compile(r"<(script|style|head|noscript|!--)", re.IGNORECASE)
+_ERROR_TEXT_LIMIT = 500
 
 
 def _snippet(body: bytes, limit: int = 200) -> str:
     """The first words of a body, markup stripped, for an error message."""
-    text = _TAGS.sub(" ", body[: limit * 8].decode("utf-8", "replace")).strip()
+    text = strip_markup(body[: limit * 16].decode("utf-8", "replace"))
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def strip_markup(text: str) -> str:
+    """The visible words of an HTML page (a proxy's error or login page), on one line.
+    Linear in the text, whatever the markup (vendor bytes are untrusted)."""
+    if "<" in text:
+        text = html.unescape(_TAGS.sub(" ", _drop_hidden(text)))
+    return " ".join(text.split())
+
+
+def _drop_hidden(text: str) -> str:
+    lower = text.lower()
+    kept: list[str] = []
+    pos = 0
+    while (found := _HIDDEN_OPEN.search(text, pos)) is not None:
+        kept.append(text[pos : found.start()])
+        name = found.group(1).lower()
+        closer = "-->" if name == "!--" else f"</{name}"
+        end = lower.find(closer, found.end())
+        if end < 0:
+            return " ".join(kept)  # never closed: the rest is hidden too
+        pos = end + len(closer)
+        if name != "!--":
+            pos = text.find(">", pos) + 1 or len(text)
+    kept.append(text[pos:])
+    return " ".join(kept)
 
 
 def _frames_in(decoder: Decoder, body: bytes) -> bool:
@@ -594,8 +716,14 @@ def vendor_error_text(body: bytes) -> tuple[str | None, str]:
     try:
         data = from_json(body) if body else None
     except ValueError:
-        return None, text[:2000]
-    return vendor_error_fields(data) if data is not None else (None, text[:2000])
+        data = None
+    if data is not None:
+        return vendor_error_fields(data)
+    # Not JSON: a proxy's page. Its words, not its markup, and not all of them.
+    text = strip_markup(text)
+    if len(text) > _ERROR_TEXT_LIMIT:
+        text = text[: _ERROR_TEXT_LIMIT - 3] + "..."
+    return None, text
 
 
 def vendor_error_fields(data: Any) -> tuple[str | None, str]:
@@ -614,7 +742,12 @@ def vendor_error_fields(data: Any) -> tuple[str | None, str]:
     if raw:
         message += f"\n{raw}"
     # A specific code (context_length_exceeded) says more than a generic type.
-    if isinstance(code, str) and code not in ("", kind) and kind == "invalid_request_error":
+    if (
+        isinstance(code, str)
+        and code not in ("", kind)
+        and kind == "invalid_request_error"
+        and not code.isdigit()  # a proxy's "400" is a status (see `error_from_vendor`)
+    ):
         kind = code
     return (str(kind) if kind is not None else None), message
 

@@ -8,12 +8,22 @@ round-trips through JSON exactly (`model_dump(mode="json")` then `model_validate
 from __future__ import annotations
 
 import time
-import typing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    RootModel,
+    Tag,
+    TypeAdapter,
+    ValidationInfo,
+)
 
 __all__ = [
+    "KEEP_UNKNOWN_BLOCKS",
     "AssistantContent",
     "AssistantMessage",
     "Context",
@@ -28,6 +38,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolResultMessage",
+    "UnknownContent",
     "Usage",
     "UserMessage",
 ]
@@ -87,8 +98,63 @@ class ToolCall(_Model):
         return parse_partial_json(self.partial_json) if self.partial_json else self.arguments
 
 
-AssistantContent = Annotated[TextContent | ThinkingContent | ToolCall, Field(discriminator="type")]
-UserContent = Annotated[TextContent | ImageContent, Field(discriminator="type")]
+class UnknownContent(RootModel[dict[str, Any]]):
+    """A block whose `type` this version does not know (a vendor's newer block such as
+    `server_tool_use`, in a history written by a newer version), kept exactly as loaded:
+    `dump_messages` writes it back unchanged and no provider sends it.
+
+    Only `load_messages` (or validation with `context=KEEP_UNKNOWN_BLOCKS`) makes one:
+    elsewhere an unknown type is an error, so a typo is never silently left out of a request.
+    """
+
+    @property
+    def type(self) -> str:
+        return str(self.root.get("type"))
+
+
+_KEEP = "stream_core.keep_unknown_blocks"
+KEEP_UNKNOWN_BLOCKS: dict[str, bool] = {_KEEP: True}
+"""Validation context that keeps blocks of unknown types as `UnknownContent`
+(`AssistantMessage.model_validate(data, context=KEEP_UNKNOWN_BLOCKS)`)."""
+
+
+def _tagger(*known: str) -> Any:
+    def tag(value: Any) -> str | None:
+        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        if not isinstance(kind, str):
+            return None  # no tag: pydantic names the missing discriminator
+        return kind if kind in known else "unknown"
+
+    return Discriminator(
+        tag,
+        custom_error_type="missing_block_type",
+        custom_error_message=f"a content block needs a string `type` ({', '.join(known)})",
+    )
+
+
+def _known_block(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, UnknownContent) and not (info.context or {}).get(_KEEP):
+        raise ValueError(
+            f"unknown content type {value.type!r} (load_messages keeps such blocks as they are)"
+        )
+    return value
+
+
+AssistantContent = Annotated[
+    Annotated[TextContent, Tag("text")]
+    | Annotated[ThinkingContent, Tag("thinking")]
+    | Annotated[ToolCall, Tag("tool_call")]
+    | Annotated[UnknownContent, Tag("unknown")],
+    _tagger("text", "thinking", "tool_call"),
+    AfterValidator(_known_block),
+]
+UserContent = Annotated[
+    Annotated[TextContent, Tag("text")]
+    | Annotated[ImageContent, Tag("image")]
+    | Annotated[UnknownContent, Tag("unknown")],
+    _tagger("text", "image"),
+    AfterValidator(_known_block),
+]
 
 
 # --- usage and errors -------------------------------------------------------------------
@@ -192,9 +258,13 @@ class ToolResultMessage(_Model):
     timestamp: int = Field(default_factory=_now_ms)
 
 
-Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
-MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
-MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+"""Any message of a history. A plain union: `list[Message]` annotates a list mixing kinds
+(mypy infers a private base class for an unannotated one), and `isinstance(x, Message)`
+tells a message from an unknown `load_messages` record."""
+_Tagged = Annotated[Message, Field(discriminator="role")]
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(_Tagged)
+MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[_Tagged])
 
 
 # --- tools and context ------------------------------------------------------------------
@@ -224,9 +294,5 @@ class Context(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     system_prompt: str | None = None
-    messages: list[Message] = Field(default_factory=list)
+    messages: list[_Tagged] = Field(default_factory=list)
     tools: list[Tool] | None = None
-
-
-if typing.TYPE_CHECKING:  # pragma: no cover
-    AnyMessage = UserMessage | AssistantMessage | ToolResultMessage

@@ -274,6 +274,36 @@ def test_replay_unknown_api_is_a_one_line_usage_error(
     assert err.count("\n") == 1 and "no-such-api" in err
 
 
+@pytest.mark.parametrize(
+    ("body", "wrong_api"),
+    [(TEXT, "openai-completions"), (PARALLEL, "anthropic-messages")],
+    ids=["anthropic-as-openai", "openai-as-anthropic"],
+)
+def test_replay_with_the_wrong_api_says_nothing_was_recognised(
+    capsys: pytest.CaptureFixture[str], body: Path, wrong_api: str
+) -> None:
+    code, _, err = run(capsys, "replay", str(body), "--api", wrong_api)
+
+    assert code == 1
+    assert err == (
+        f"error: no event of {body.name} was recognised as {wrong_api}; "
+        "is --api the wire API that recorded it?\n"
+    )
+
+
+def test_replay_of_a_recorded_transport_failure_still_exits_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Text arrived, then the body stopped: the recording's failure, not a wrong --api.
+    body = tmp_path / "cut.body"
+    body.write_bytes(PARALLEL.read_bytes().split(b"data: [DONE]")[0])
+
+    code, out, err = run(capsys, "replay", str(body), "--api", "openai-completions")
+
+    assert code == 0 and err == ""
+    assert "error: network" in out
+
+
 def test_replay_missing_file_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -311,7 +341,7 @@ def test_chat_without_a_key_names_the_variable_and_sends_nothing(
     assert not route.called
 
 
-@pytest.mark.parametrize("target", ["unknown/model", "anthropic/claude-nonexistent", "no-slash"])
+@pytest.mark.parametrize("target", ["unknown/model", "no-slash", "/model", "openai/"])
 def test_chat_unknown_model_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], target: str
 ) -> None:
@@ -364,6 +394,68 @@ def test_chat_exits_1_when_the_answer_ends_in_error(
         code, out, _ = run(capsys, "chat", "anthropic/claude-sonnet-4-5", "hello")
     assert code == 1
     assert "error: overloaded" in out
+
+
+OPENAI_OK = (
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"hi there"},'
+    b'"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "url", "model_id"),
+    [
+        (["ollama/llama3.2"], "http://localhost:11434/v1/chat/completions", "llama3.2"),
+        (["lmstudio/qwen3-8b"], "http://localhost:1234/v1/chat/completions", "qwen3-8b"),
+        (
+            ["vllm/Qwen/Qwen3-8B", "--base-url", "http://10.0.0.5:8000/v1"],
+            "http://10.0.0.5:8000/v1/chat/completions",
+            "Qwen/Qwen3-8B",
+        ),
+        (
+            ["my-gateway/any-model", "--base-url", "http://127.0.0.1:4000/v1"],
+            "http://127.0.0.1:4000/v1/chat/completions",
+            "any-model",
+        ),
+    ],
+    ids=["ollama", "lmstudio", "vllm-elsewhere", "unknown-provider-with-base-url"],
+)
+def test_chat_takes_any_provider_and_model(
+    capsys: pytest.CaptureFixture[str], argv: list[str], url: str, model_id: str
+) -> None:
+    with respx.mock(assert_all_mocked=True) as mock:
+        route = mock.post(url).respond(
+            200, headers={"content-type": "text/event-stream"}, content=OPENAI_OK
+        )
+        code, out, err = run(capsys, "chat", argv[0], "hello", *argv[1:])
+
+    assert (code, err) == (0, ""), err
+    assert "hi there" in out
+    assert json.loads(route.calls.last.request.content)["model"] == model_id
+
+
+def test_chat_base_url_redirects_a_catalog_model(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0123456789")
+    with respx.mock(assert_all_mocked=True) as mock:
+        route = mock.post("http://127.0.0.1:4000/v1/messages").respond(
+            200, headers={"content-type": "text/event-stream"}, content=TEXT.read_bytes()
+        )
+        code, _, err = run(
+            capsys, "chat", "anthropic/claude-not-in-the-catalog", "hi",
+            "--base-url", "http://127.0.0.1:4000",
+        )  # fmt: skip
+
+    assert (code, err) == (0, "")
+    assert json.loads(route.calls.last.request.content)["model"] == "claude-not-in-the-catalog"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--version")
+
+    assert code == 0
+    assert out == f"stream-core {stream_core.__version__}\n"
 
 
 # --- renderer and entry point ---------------------------------------------------------------

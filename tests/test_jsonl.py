@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from stream_core._jsonl import (
     HistoryFormatError,
@@ -17,6 +18,7 @@ from stream_core._jsonl import (
     messages_only,
 )
 from stream_core._types import (
+    KEEP_UNKNOWN_BLOCKS,
     AssistantMessage,
     Cost,
     ImageContent,
@@ -25,6 +27,7 @@ from stream_core._types import (
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
+    UnknownContent,
     Usage,
     UserMessage,
 )
@@ -237,3 +240,102 @@ def test_any_unknown_record_round_trips_exactly(payload: dict[str, Any], role: s
     second = io.StringIO()
     dump_messages(loaded, second)
     assert second.getvalue() == first.getvalue()
+
+
+# --- blocks of types we don't know ------------------------------------------------------------
+
+SERVER_TOOL_USE: dict[str, Any] = {
+    # Key order of a newer writer, `type` not first, nested data: all kept as is.
+    "id": "srvtoolu_01",
+    "type": "server_tool_use",
+    "name": "web_search",
+    "input": {"query": "météo Paris", "max": 3},
+}
+AUDIO: dict[str, Any] = {"type": "input_audio", "data": "UklGRg==", "format": "wav"}
+
+
+def newer_history() -> str:
+    """Lines as a newer version writes them: known roles holding blocks we don't know."""
+    assistant = AssistantMessage(
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude-x",
+        content=[TextContent(text="Searching."), ToolCall(id="t1", name="read")],
+        timestamp=5,
+    ).model_dump(mode="json")
+    assistant["content"].insert(1, SERVER_TOOL_USE)
+    user = UserMessage(content=[TextContent(text="listen")], timestamp=6).model_dump(mode="json")
+    user["content"].append(AUDIO)
+    result = ToolResultMessage(tool_call_id="t1", tool_name="read", timestamp=7).model_dump(
+        mode="json"
+    )
+    result["content"] = [AUDIO]
+    records = (assistant, user, result)
+    return "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in records)
+
+
+def test_a_block_of_an_unknown_type_loads_and_writes_back_unchanged() -> None:
+    text = newer_history()
+
+    loaded = load_messages(io.StringIO(text))
+
+    assistant, user, result = loaded
+    assert isinstance(assistant, AssistantMessage)
+    block = assistant.content[1]
+    assert isinstance(block, UnknownContent)
+    assert block.type == "server_tool_use" and block.root == SERVER_TOOL_USE
+    assert assistant.text() == "Searching." and [c.id for c in assistant.tool_calls()] == ["t1"]
+    assert isinstance(user, UserMessage) and isinstance(user.content, list)
+    assert isinstance(user.content[1], UnknownContent)
+    assert isinstance(result, ToolResultMessage) and isinstance(result.content[0], UnknownContent)
+    out = io.StringIO()
+    dump_messages(loaded, out)
+    assert out.getvalue() == text
+
+
+@pytest.mark.parametrize("api", ["anthropic-messages", "openai-completions"])
+def test_a_block_of_an_unknown_type_is_never_sent(api: str) -> None:
+    from stream_core import Context, Model, StreamOptions, get_provider
+
+    history = messages_only(load_messages(io.StringIO(newer_history())))
+    model = Model(id="m", api=api, provider="p", base_url="http://127.0.0.1:1", input=["text"])
+    wire = get_provider(api).wire
+    assert wire is not None
+
+    payload = wire.build_request(model, Context(messages=history), StreamOptions()).payload
+
+    sent = json.dumps(payload)
+    assert "server_tool_use" not in sent and "input_audio" not in sent and "UklGRg" not in sent
+    assert "Searching." in sent and "listen" in sent
+
+
+@pytest.mark.parametrize("block", [{"type": "image_url", "image_url": {"url": "x"}}, {"txt": "a"}])
+def test_outside_load_messages_an_unknown_block_type_is_an_error(block: dict[str, Any]) -> None:
+    # A typo, or another library's format, must not silently vanish from a request.
+    with pytest.raises(ValidationError, match=r"unknown content type 'image_url'|needs a string"):
+        UserMessage.model_validate({"content": [block]})
+
+
+def test_other_storage_can_keep_unknown_blocks_too() -> None:
+    data = json.loads(newer_history().splitlines()[0])
+
+    message = AssistantMessage.model_validate(data, context=KEEP_UNKNOWN_BLOCKS)
+
+    assert message.model_dump(mode="json") == data
+
+
+def test_the_first_dump_of_a_streamed_message_is_stable_across_reloads() -> None:
+    from stream_core.contract_tests.kit import load_fixtures, replay, whole
+
+    fixtures = [
+        f for api in ("anthropic-messages", "openai-completions") for f in load_fixtures(api)
+    ]
+    assert len(fixtures) > 20
+    for fixture in fixtures:
+        message = replay(fixture, whole(fixture.body)).message
+        first = io.StringIO()
+        dump_messages([message], first)
+        second = io.StringIO()
+        dump_messages(load_messages(io.StringIO(first.getvalue())), second)
+
+        assert second.getvalue() == first.getvalue(), fixture

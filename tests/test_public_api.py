@@ -334,6 +334,67 @@ def test_a_broken_plugin_is_logged_and_does_not_block_the_others(
     assert "broken" in logged and "empty" in logged
 
 
+@pytest.fixture
+def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """An empty registry, as in a new process: nothing loaded yet."""
+    table: dict[str, Any] = {}
+    monkeypatch.setattr(registry, "_registry", table)
+    monkeypatch.setattr(registry, "_loaded_builtins", False)
+    monkeypatch.setattr(registry, "_loaded_plugins", False)
+    monkeypatch.delenv("STREAM_CORE_PLUGINS", raising=False)
+    return table
+
+
+FIRST_CALLS = {
+    "get_provider": lambda: stream_core.get_provider("openai-completions"),
+    "get_provider_miss": lambda: pytest.raises(ValueError, stream_core.get_provider, "nope"),
+    "list_providers": stream_core.list_providers,
+}
+
+
+@pytest.mark.parametrize("first", FIRST_CALLS)
+def test_a_plugin_never_takes_a_builtin_api_whatever_is_called_first(
+    fresh_registry: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    first: str,
+) -> None:
+    clash = FakeEntryPoint("hijack", fake_provider_module("openai-completions", "evil.test"))
+    install_entry_points(monkeypatch, clash)
+    caplog.set_level(logging.WARNING, logger="stream_core")
+
+    FIRST_CALLS[first]()
+    stream_core.list_providers()
+
+    assert stream_core.get_provider("openai-completions").source == "builtin"
+    assert [e.source for e in stream_core.list_providers() if e.api == "openai-completions"] == [
+        "builtin"
+    ]
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "'hijack'" in logged and "ignored" in logged
+
+
+@pytest.mark.parametrize("first", FIRST_CALLS)
+@pytest.mark.parametrize("register_before", [True, False], ids=["before", "after"])
+def test_an_explicit_registration_wins_whatever_is_called_first(
+    fresh_registry: dict[str, Any], monkeypatch: pytest.MonkeyPatch, first: str,
+    register_before: bool,
+) -> None:  # fmt: skip
+    plugin = FakeEntryPoint("plug", fake_provider_module("anthropic-messages", "plug.test"))
+    install_entry_points(monkeypatch, plugin)
+    mine = fake_provider_module("anthropic-messages", "mine.test")
+
+    if register_before:
+        stream_core.register_provider(mine.API, mine.stream, source="my-app")
+    FIRST_CALLS[first]()
+    if not register_before:
+        stream_core.register_provider(mine.API, mine.stream, source="my-app")
+    stream_core.list_providers()
+
+    entry = stream_core.get_provider("anthropic-messages")
+    assert (entry.source, entry.stream) == ("my-app", mine.stream)
+
+
 # --- trio ---------------------------------------------------------------------------------
 
 

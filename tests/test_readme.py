@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 import respx
 from stream_core.contract_tests.kit import sse_response
 
+from stream_core import WireAPI
 from stream_core._cli import demo_body
 
 README = Path(__file__).parents[1] / "README.md"
@@ -24,22 +26,69 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert "uv run stream-core demo" in first_block and "uv run pytest" in first_block
 
 
-def test_quick_start_runs(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def quick_start() -> str:
     code = re.search(r"## Quick start\n\n```python\n(.*?)```", README.read_text(), re.S)
     assert code is not None
+    return code.group(1)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "url"),
+    [
+        (None, "https://api.anthropic.com/v1/messages"),
+        ("http://127.0.0.1:8080/anthropic", "http://127.0.0.1:8080/anthropic/v1/messages"),
+    ],
+    ids=["anthropic", "local-gateway-via-ANTHROPIC_BASE_URL"],
+)
+def test_quick_start_runs(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    base_url: str | None,
+    url: str,
+) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme-test-0000000000")
+    if base_url is None:
+        monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url)
     with respx.mock(assert_all_mocked=True) as mock:
-        route = mock.post("https://api.anthropic.com/v1/messages").mock(
+        route = mock.post(url).mock(
             side_effect=[
                 sse_response([demo_body("anthropic-thinking-tool.body")]),
                 sse_response([TEXT_BODY]),
             ]
         )
-        exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
+        exec(compile(quick_start(), "README.md", "exec"), {"__name__": "readme"})
     assert route.call_count == 2
     second = route.calls[1].request.content.decode()
     assert '"tool_result"' in second  # the tool call was answered before the next request
     out = capsys.readouterr().out
     assert "Captain" in out and "stop" in out
+
+
+def test_quick_start_without_a_key_says_so_and_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with respx.mock(assert_all_mocked=True), pytest.raises(SystemExit) as exit_info:
+        exec(compile(quick_start(), "README.md", "exec"), {"__name__": "readme"})
+
+    # A non-zero exit naming what to set, not an empty answer.
+    assert str(exit_info.value).startswith("auth: ") and "ANTHROPIC_API_KEY" in str(exit_info.value)
+
+
+def test_plugin_section_lists_every_wire_api_field_and_the_finished_flag() -> None:
+    text = README.read_text()
+    section = text.split("## Adding a provider")[1].split("\n## ")[0]
+
+    for f in dataclasses.fields(WireAPI):
+        assert f"`{f.name}" in section, f.name
+    assert "assembler.finished = True" in section
+
+
+def test_the_contract_document_ships_with_the_repo_and_is_linked() -> None:
+    contract = README.parent / "docs" / "CONTRACT.md"
+
+    assert "(docs/CONTRACT.md)" in README.read_text()
+    text = contract.read_text()
+    for f in dataclasses.fields(WireAPI):
+        assert f"`{f.name}" in text, f.name
+    assert "finished = True" in text

@@ -250,10 +250,13 @@ async def test_unpaired_call_gets_an_error_result_before_the_next_user_message()
     assert result["is_error"] is True
     assert messages[at - 1]["role"] == "assistant"
     assert messages[at - 1]["content"][-1]["id"] == unpaired_id
-    # The user's next words come after the repair, and are the last thing sent.
-    assert messages[-1]["role"] == "user"
-    assert at < len(messages) - 1
-    assert messages[-1]["content"][0]["text"] == "Never mind, just answer."
+    # The user's next words come after the repair (in the same user turn, so roles keep
+    # alternating), and are the last thing sent.
+    last = messages[-1]
+    assert last["role"] == "user"
+    assert last["content"][-1]["text"] == "Never mind, just answer."
+    blocks = [b for m in messages for b in m["content"]]
+    assert blocks.index(result) < blocks.index(last["content"][-1])
 
 
 async def test_images_are_sent_as_base64_sources_in_user_turns_and_tool_results() -> None:
