@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from collections.abc import Hashable
 from typing import Any
 from urllib.parse import quote
 
@@ -305,9 +305,7 @@ def _convert_messages(
     return out
 
 
-def _user_blocks(
-    content: str | list[TextContent | ImageContent], *, vision: bool
-) -> list[dict[str, Any]]:
+def _user_blocks(content: str | Sequence[object], *, vision: bool) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"text": content}] if content.strip() else []
     blocks: list[dict[str, Any]] = []
@@ -316,6 +314,8 @@ def _user_blocks(
             if b.text.strip():
                 blocks.append({"text": b.text})
             continue
+        if not isinstance(b, ImageContent):
+            continue  # UnknownContent: kept in the history, never sent
         image_format = _IMAGE_FORMATS.get(b.mime_type.lower())
         if not vision:
             blocks.append({"text": "(image omitted: this model takes no images)"})
