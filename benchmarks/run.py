@@ -23,8 +23,10 @@ import gc
 import json
 import math
 import random
+import struct
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -37,7 +39,12 @@ from httpx_sse import EventSource
 import stream_core
 from stream_core import Context, Model, StreamOptions, TextContent, ToolCall, UserMessage
 
-PROVIDERS = ("anthropic-messages", "openai-completions", "google-generative-ai")
+PROVIDERS = (
+    "anthropic-messages",
+    "openai-completions",
+    "google-generative-ai",
+    "bedrock-converse-stream",
+)
 KINDS = ("text", "tool")
 SIDES = ("bare", "stream-core")
 CHUNK_SIZE = 64 * 1024
@@ -322,11 +329,59 @@ def google_body(kind: str, size: int) -> Body:
     )
 
 
+def _frame(event: str, data: Any) -> bytes:
+    """One AWS event-stream message, as Bedrock sends it (string headers, JSON payload)."""
+    payload = _dumps(data).encode()
+    headers = b""
+    for name, value in (
+        (":event-type", event),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
+        headers += bytes([len(name)]) + name.encode() + b"\x07"
+        headers += struct.pack(">H", len(value)) + value.encode()
+    prelude = struct.pack(">II", 16 + len(headers) + len(payload), len(headers))
+    head = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + payload
+    return head + struct.pack(">I", zlib.crc32(head))
+
+
+def bedrock_body(kind: str, size: int) -> Body:
+    parts = [_frame("messageStart", {"p": "abcdefgh", "role": "assistant"})]
+    text, arguments = "", None
+    if kind == "text":
+        deltas = text_deltas(size)
+        text = "".join(deltas)
+        parts += [
+            _frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": d}, "p": "abc"})
+            for d in deltas
+        ]
+        stop = "end_turn"
+    else:
+        arguments, fragments = tool_arguments(size)
+        start = {"toolUse": {"toolUseId": "tooluse_bench", "name": "write_file"}}
+        parts.append(_frame("contentBlockStart", {"contentBlockIndex": 0, "start": start}))
+        parts += [
+            _frame(
+                "contentBlockDelta",
+                {"contentBlockIndex": 0, "delta": {"toolUse": {"input": f}}, "p": "abc"},
+            )
+            for f in fragments
+        ]
+        stop = "tool_use"
+    parts.append(_frame("contentBlockStop", {"contentBlockIndex": 0, "p": "abcdef"}))
+    parts.append(_frame("messageStop", {"p": "abcd", "stopReason": stop}))
+    usage = {"inputTokens": 25, "outputTokens": size, "totalTokens": 25 + size}
+    parts.append(_frame("metadata", {"metrics": {"latencyMs": 900}, "p": "ab", "usage": usage}))
+    return Body("bedrock-converse-stream", kind, size, b"".join(parts), len(parts), text, arguments)
+
+
 _BODIES = {
     "anthropic-messages": anthropic_body,
     "openai-completions": openai_body,
     "google-generative-ai": google_body,
+    "bedrock-converse-stream": bedrock_body,
 }
+_EVENT_STREAM = "application/vnd.amazon.eventstream"
 
 
 def make_body(provider: str, kind: str, size: int) -> Body:
@@ -334,15 +389,26 @@ def make_body(provider: str, kind: str, size: int) -> Body:
 
 
 def count_events(data: bytes) -> int:
-    """SSE events in a body written by this module (every event ends with a blank line)."""
-    return data.count(b"\n\n")
+    """Events in a body written by this module: SSE events (each ends with a blank line),
+    or the messages of an AWS event-stream body."""
+    if data.startswith((b"event:", b"data:")):
+        return data.count(b"\n\n")
+    n = pos = 0
+    while pos < len(data):
+        pos += struct.unpack_from(">I", data, pos)[0]
+        n += 1
+    return n
+
+
+def media_type(provider: str) -> str:
+    return _EVENT_STREAM if provider == "bedrock-converse-stream" else "text/event-stream"
 
 
 # --- the two sides ------------------------------------------------------------------------
 
 
-def make_client(data: bytes) -> httpx.AsyncClient:
-    """A client whose every request gets `data` as a text/event-stream in 64 KiB chunks."""
+def make_client(data: bytes, media: str = "text/event-stream") -> httpx.AsyncClient:
+    """A client whose every request gets `data` (of type `media`) in 64 KiB chunks."""
     chunks = [data[i : i + CHUNK_SIZE] for i in range(0, len(data), CHUNK_SIZE)]
 
     async def serve() -> AsyncIterator[bytes]:
@@ -350,7 +416,7 @@ def make_client(data: bytes) -> httpx.AsyncClient:
             yield chunk
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=serve())
+        return httpx.Response(200, headers={"content-type": media}, content=serve())
 
     return httpx.AsyncClient(transport=httpx.MockTransport(handler))
 
@@ -367,14 +433,43 @@ _BARE_PAYLOAD = {
 }
 
 
-async def run_bare(client: httpx.AsyncClient) -> int:
+async def run_bare(client: httpx.AsyncClient, provider: str = "anthropic-messages") -> int:
     """The floor: decode SSE and parse each event's JSON, nothing else. Returns SSE events."""
+    if provider == "bedrock-converse-stream":
+        return await run_bare_event_stream(client)
     n = 0
     async with client.stream("POST", BASE_URL + "/bench", json=_BARE_PAYLOAD) as response:
         async for sse in EventSource(response).aiter_sse():
             n += 1
             if sse.data != "[DONE]":
                 json.loads(sse.data)
+    return n
+
+
+async def run_bare_event_stream(client: httpx.AsyncClient) -> int:
+    """The floor for AWS event-stream: frame, check both CRCs, read the event type, parse the
+    payload's JSON. Returns messages."""
+    n = 0
+    buf = bytearray()
+    async with client.stream("POST", BASE_URL + "/bench", json=_BARE_PAYLOAD) as response:
+        async for chunk in response.aiter_bytes():
+            buf += chunk
+            pos = 0
+            while len(buf) - pos >= 12:
+                total, hlen, crc = struct.unpack_from(">III", buf, pos)
+                if len(buf) - pos < total:
+                    break
+                frame = bytes(buf[pos : pos + total])
+                assert zlib.crc32(frame[:8]) == crc
+                assert zlib.crc32(frame[:-4]) == struct.unpack_from(">I", frame, total - 4)[0]
+                name_len = frame[12]
+                value_len = struct.unpack_from(">H", frame, 14 + name_len)[0]
+                start = 16 + name_len
+                frame[start : start + value_len].decode()  # the first header: :event-type
+                json.loads(frame[12 + hlen : total - 4])
+                n += 1
+                pos += total
+            del buf[:pos]
     return n
 
 
@@ -439,16 +534,16 @@ async def _timed(fn: Callable[[], Awaitable[Any]]) -> float:
 
 async def measure(body: Body, repeat: int) -> Row:
     model = bench_model(body.provider)
-    async with make_client(body.data) as client:
+    async with make_client(body.data, media_type(body.provider)) as client:
         # Warm-up, and the correctness check (once, outside the timing).
-        bare_events = await run_bare(client)
+        bare_events = await run_bare(client, body.provider)
         core_events, message = await run_core(client, model)
         check(body, bare_events, core_events, message)
         del message
         bare_best = core_best = math.inf
         for _ in range(repeat):
             # Interleaved so a slow spell of the machine hits both sides alike.
-            bare_best = min(bare_best, await _timed(lambda: run_bare(client)))
+            bare_best = min(bare_best, await _timed(lambda: run_bare(client, body.provider)))
             core_best = min(core_best, await _timed(lambda: run_core(client, model)))
     return Row(body.provider, body.kind, body.size, body.events, bare_best, core_best)
 
@@ -463,14 +558,14 @@ def print_tables(rows: list[Row], repeat: int) -> None:
         f"(target <= {TEXT_TARGET}x)"
     )
     head = (
-        f"{'provider':<19} {'stream':<6} {'events':>7} {'bare µs/ev':>11} "
+        f"{'provider':<23} {'stream':<6} {'events':>7} {'bare µs/ev':>11} "
         f"{'stream-core µs/ev':>18} {'ratio':>7}  target"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r.provider:<19} {r.kind:<6} {r.events:>7} {r.bare_us:>11.3f} "
+            f"{r.provider:<23} {r.kind:<6} {r.events:>7} {r.bare_us:>11.3f} "
             f"{r.core_us:>18.3f} {r.ratio:>6.2f}x  {_mark(r.ratio, TEXT_TARGET)}"
         )
     pairs = tool_text_pairs(rows)
@@ -479,7 +574,7 @@ def print_tables(rows: list[Row], repeat: int) -> None:
     print()
     print(f"stream-core tool stream / text stream, per event (target <= {TOOL_TARGET}x)")
     head = (
-        f"{'provider':<19} {'size':>6} {'text µs/ev':>11} {'tool µs/ev':>11} "
+        f"{'provider':<23} {'size':>6} {'text µs/ev':>11} {'tool µs/ev':>11} "
         f"{'tool/text':>10}  target  {'(bare tool/text)':>16}"
     )
     print(head)
@@ -487,7 +582,7 @@ def print_tables(rows: list[Row], repeat: int) -> None:
     for text, tool in pairs:
         ratio = tool.core_us / text.core_us
         print(
-            f"{text.provider:<19} {text.size:>6} {text.core_us:>11.3f} {tool.core_us:>11.3f} "
+            f"{text.provider:<23} {text.size:>6} {text.core_us:>11.3f} {tool.core_us:>11.3f} "
             f"{ratio:>9.2f}x  {_mark(ratio, TOOL_TARGET):<6}  "
             f"{tool.bare_us / text.bare_us:>15.2f}x"
         )
@@ -544,9 +639,9 @@ async def run_single(provider: str, kind: str, side: str, size: int, body_file: 
     else:
         body = make_body(provider, kind, size)
         data, events = body.data, body.events
-    async with make_client(data) as client:
+    async with make_client(data, media_type(provider)) as client:
         if side == "bare":
-            n = await run_bare(client)
+            n = await run_bare(client, provider)
             assert n == events, (n, events)
         else:
             n, message = await run_core(client, bench_model(provider))

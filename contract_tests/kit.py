@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import struct
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +153,35 @@ def _ndjson_frames(body: bytes) -> list[bytes]:
     return [line + b"\n" for line in body.replace(b"\r\n", b"\n").split(b"\n") if line.strip()]
 
 
+def event_stream_frame(event: str, payload: bytes, *, message_type: str = "event") -> bytes:
+    """One AWS event-stream message with correct CRCs: `event` is the `:event-type` (or,
+    for `message_type="exception"`, the `:exception-type`)."""
+    kind = ":exception-type" if message_type == "exception" else ":event-type"
+    headers = b""
+    for name, value in (
+        (kind, event),
+        (":content-type", "application/json"),
+        (":message-type", message_type),
+    ):
+        raw = value.encode()
+        headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    head = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + payload
+    return head + struct.pack(">I", zlib.crc32(head))
+
+
+def _event_stream_frames(body: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos + 12 <= len(body):
+        (total,) = struct.unpack_from(">I", body, pos)
+        if total < 16:
+            break
+        out.append(body[pos : pos + total])
+        pos += total
+    return out
+
+
 FRAMINGS: dict[Any, Framing] = {
     stream_core.SSEBytesDecoder: Framing(
         media_type="text/event-stream",
@@ -167,6 +198,16 @@ FRAMINGS: dict[Any, Framing] = {
         frames=_ndjson_frames,
         malformed=b"{not json\n",
         noise=b'\n{"vendor_future_field":[1]}\n',
+    ),
+    stream_core.EventStreamDecoder: Framing(
+        media_type="application/vnd.amazon.eventstream",
+        frames=_event_stream_frames,
+        malformed=event_stream_frame("contentBlockDelta", b"{not json"),
+        noise=(
+            event_stream_frame("vendorFutureEvent", b'{"x":[1]}')
+            + event_stream_frame("contentBlockDelta", b"")
+        ),
+        text_lines=False,
     ),
 }
 """Framing by decoder; a provider with a decoder of its own adds its row here."""

@@ -41,6 +41,7 @@ from ._events import (
     ToolCallStart,
     event_to_json,
 )
+from ._eventstream import EventStreamDecoder, EventStreamFrame
 from ._fields import as_object, optional_field, required_field
 from ._handoff import id_normalizer, is_same_model, prepare_messages, sanitize_surrogates
 from ._json import ArgumentsError, parse_arguments, parse_partial_json
@@ -118,6 +119,8 @@ __all__ = [
     "Decoder",
     "Delta",
     "ErrorKind",
+    "EventStreamDecoder",
+    "EventStreamFrame",
     "Frame",
     "HistoryFormatError",
     "ImageContent",

@@ -98,6 +98,9 @@ class Assembler:
         self._call_ids: set[str] = set()
         self.finished = False
         """The vendor's terminal event arrived."""
+        self.complete_at_eof = False
+        """The vendor's stop arrived and only trailing data may follow (Bedrock's usage
+        `metadata` after `messageStop`): the body ending now is a normal end, not `network`."""
         self.updated = False
         """At least one `message_update` was emitted (no retry after that)."""
         self.first_update: float | None = None

@@ -332,6 +332,10 @@ async def _replay(
     headers: Mapping[str, str] | None = None,
     pace: float = 0.0,
 ) -> AssistantMessage:
+    wire = get_provider(model.api).wire
+    if wire is not None and not any(k.lower() == "content-type" for k in headers or {}):
+        # Served with the content type of the API's own framing (SSE, NDJSON, binary).
+        headers = {**(headers or {}), "content-type": wire.decoder().media_types[0]}
     async with _mock_client(body, chunk_size, status=status, headers=headers) as client:
         options = StreamOptions(client=client, api_key=api_key, max_retries=0)
         return await _consume(model, context, options, sink, pace)
@@ -401,6 +405,14 @@ _DEMO: tuple[_Recording, ...] = (
             _tool("get_weather", "Current weather in a city", city="string"),
             _tool("get_time", "Current time in a time zone", tz="string"),
         ),
+    ),
+    _Recording(
+        "bedrock-reasoning-tool.body",
+        "Amazon Bedrock Converse (binary event-stream): reasoning, text, a tool call",
+        "amazon-bedrock",
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "What is 17% of 2,340? Use the calculator.",
+        (_tool("calculator", "Evaluate an arithmetic expression", expression="string"),),
     ),
     _Recording(
         "anthropic-overloaded.body",

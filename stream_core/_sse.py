@@ -17,6 +17,8 @@ from httpx_sse import ServerSentEvent
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 from pydantic_core import from_json
 
+from ._errors import ProtocolError
+
 __all__ = ["Decoder", "Frame", "NDJSONBytesDecoder", "SSEBytesDecoder"]
 
 
@@ -35,6 +37,16 @@ class Decoder(Protocol):
 
     def decode(self, chunk: bytes) -> Sequence[_Event]: ...
     def flush(self) -> Sequence[_Event]: ...
+
+
+class FramingError(ProtocolError):
+    """Raised by `Decoder.decode` for bytes that cannot be framed (a bad checksum, an
+    impossible length), with the whole frames that came before them in the same chunk: the
+    stream delivers those, then ends `protocol`."""
+
+    def __init__(self, message: str, frames: Sequence[_Event] = ()) -> None:
+        super().__init__(message)
+        self.frames = frames
 
 
 class SSEBytesDecoder:

@@ -43,7 +43,7 @@ from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
-from ._sse import Decoder, SSEBytesDecoder
+from ._sse import Decoder, FramingError, SSEBytesDecoder
 from ._types import AssistantMessage, Context, StreamError
 
 if TYPE_CHECKING:
@@ -96,7 +96,12 @@ class WireAPI:
     """The environment variable holding the key for a model (None: no key needed)."""
     key_required: Callable[[Model], bool] = lambda model: True
     decoder: Callable[[], Decoder] = SSEBytesDecoder
-    """The body's framing: SSE, or `NDJSONBytesDecoder` for newline-delimited JSON."""
+    """The body's framing: SSE, `NDJSONBytesDecoder` for newline-delimited JSON, or
+    `EventStreamDecoder` for AWS's binary event-stream."""
+    sign: Callable[[httpx.Request, Model, StreamOptions, str | None], tuple[str, ...]] | None = None
+    """Signs the finished request in place, exact body bytes included (AWS SigV4), given the
+    API key if one was found; returns the secrets it used (for redaction). Raising
+    `StreamFailure` (e.g. kind `auth`: no credentials) ends the stream with that error."""
     parse_response: Callable[[Assembler, Any], None] | None = None
     """Reads the vendor's non-streamed JSON answer (a proxy that ignored `stream: true`)
     as a whole: the same assembler calls as if it had streamed in one piece, ending with
@@ -391,13 +396,16 @@ class AssistantStream:
         # text, tool arguments and schemas included; NaN is not JSON and fails loudly.
         body = sanitize_surrogates(json.dumps(req.payload, ensure_ascii=False, allow_nan=False))
         headers.setdefault("content-type", "application/json")
-        return httpx.Request(
+        request = httpx.Request(
             "POST",
             req.url,
             headers=headers,
             content=body.encode("utf-8"),
             extensions={"timeout": timeout.as_dict()},
         )
+        if wire.sign is not None:
+            self._secrets += wire.sign(request, model, opts, api_key)
+        return request
 
     async def _send(self) -> StreamError | None:
         """Send the request; None on a 2xx response (kept open), else the error."""
@@ -460,8 +468,7 @@ class AssistantStream:
             self._whole = obj
             self._chunks = _no_chunks()
             return
-        probe = self._wire.decoder()
-        if len(body) <= _UNSTREAMED_LIMIT and [*probe.decode(body), *probe.flush()]:
+        if len(body) <= _UNSTREAMED_LIMIT and _frames_in(self._wire.decoder(), body):
             self._chunks = _one_chunk(body)
             return
         raise ProtocolError(
@@ -569,7 +576,11 @@ class AssistantStream:
         translate = self._translate
         if translate is None:
             translate = self._translate = self._wire.translator(self._asm)
-        events = self._decoder.decode(chunk) if chunk is not None else self._decoder.flush()
+        failure: FramingError | None = None
+        try:
+            events = self._decoder.decode(chunk) if chunk is not None else self._decoder.flush()
+        except FramingError as exc:
+            events, failure = exc.frames, exc  # what came before the bad bytes still counts
         asm = self._asm
         for sse in events:
             data = sse.data
@@ -584,7 +595,12 @@ class AssistantStream:
             if asm.finished:
                 await self._finish(None)
                 return
+        if failure is not None:
+            raise failure
         if chunk is None:
+            if asm.complete_at_eof:
+                await self._finish(None)
+                return
             raise StreamFailure(
                 StreamError(
                     kind="network",
@@ -736,6 +752,15 @@ def _drop_hidden(text: str) -> str:
             pos = text.find(">", pos) + 1 or len(text)
     kept.append(text[pos:])
     return " ".join(kept)
+
+
+def _frames_in(decoder: Decoder, body: bytes) -> bool:
+    """Whether `body` decodes to at least one frame (a binary framing refuses a web page
+    outright: that is a no, not an error of its own)."""
+    try:
+        return bool([*decoder.decode(body), *decoder.flush()])
+    except ProtocolError:
+        return False
 
 
 def _unreadable(event: str, exc: Exception) -> str:

@@ -17,7 +17,14 @@ import pytest
 import respx
 
 import stream_core
-from stream_core import AssistantMessage, Context, Model, StreamOptions, UserMessage
+from stream_core import (
+    AssistantMessage,
+    Context,
+    EventStreamDecoder,
+    Model,
+    StreamOptions,
+    UserMessage,
+)
 from stream_core._cli import Renderer, demo_body, main
 
 FIXTURES = Path(__file__).resolve().parent.parent / "contract_tests" / "fixtures"
@@ -30,6 +37,7 @@ DEMO_FILES = (
     "anthropic-thinking-tool.body",
     "openai-parallel-tools.body",
     "gemini-parallel-tools.body",
+    "bedrock-reasoning-tool.body",
     "anthropic-overloaded.body",
 )
 
@@ -71,7 +79,11 @@ def test_demo_shows_every_recording(capsys: pytest.CaptureFixture[str]) -> None:
     assert "tool call get_weather" in out and "tool call get_time" in out
     assert '"city": "Paris"' in out and '"tz": "Europe/Paris"' in out
     assert "stop: tool_use (raw: tool_calls)" in out
-    # (c) the mid-stream error, with the partial text kept
+    # (c) Bedrock's binary event-stream: reasoning, text, a tool call, usage with a cache read
+    assert "The user wants 17% of 2,340." in out
+    assert "tool call calculator" in out and '"expression": "2340 * 0.17"' in out
+    assert "cache read 1536" in out
+    # (d) the mid-stream error, with the partial text kept
     assert "Here is the first part of a longer answer that never finishes" in out
     assert "error: overloaded: Overloaded" in out
     assert "stop: error" in out
@@ -79,13 +91,17 @@ def test_demo_shows_every_recording(capsys: pytest.CaptureFixture[str]) -> None:
     assert "The user wants both the weather and the local time in Paris." in out
     assert "stop: tool_use (raw: STOP)" in out
     # catalog models, so a price: cost in USD on every summary line
-    assert len(re.findall(r"cost: \$\d+\.\d{6}", out)) == 4
+    assert len(re.findall(r"cost: \$\d+\.\d{6}", out)) == len(DEMO_FILES)
     assert "\x1b" not in out  # not a terminal: plain text
 
 
 def test_demo_recordings_ship_as_package_data() -> None:
     for name in DEMO_FILES:
-        assert demo_body(name).startswith((b"event: ", b"data: "))
+        body = demo_body(name)
+        if name.startswith("bedrock"):
+            assert EventStreamDecoder().decode(body)  # whole binary frames, CRCs valid
+        else:
+            assert body.startswith((b"event: ", b"data: "))
     readme = (files("stream_core") / "demo" / "README.md").read_text(encoding="utf-8")
     assert "synthetic" in readme.lower()
     # The two copies stay byte-identical to the contract fixtures they come from.

@@ -268,12 +268,42 @@ def _read_generate(payload: dict[str, Any]) -> list[Turn]:
     return [t]
 
 
+def _read_converse(payload: dict[str, Any]) -> list[Turn]:
+    """Bedrock Converse: one key per content block."""
+    turns = []
+    for m in payload["messages"]:
+        t = Turn(m["role"])
+        for block in m["content"]:
+            if "text" in block:
+                t.texts.append(block["text"])
+            elif "image" in block:
+                t.images += 1
+            elif "reasoningContent" in block:
+                reasoning = block["reasoningContent"]
+                if "redactedContent" in reasoning:
+                    t.signatures.append(reasoning["redactedContent"])
+                else:
+                    t.texts.append(reasoning["reasoningText"]["text"])
+                    if reasoning["reasoningText"].get("signature"):
+                        t.signatures.append(reasoning["reasoningText"]["signature"])
+            elif "toolUse" in block:
+                t.calls.append((block["toolUse"]["toolUseId"], block["toolUse"]["name"]))
+            elif "toolResult" in block:
+                result = block["toolResult"]
+                t.results.append((result["toolUseId"], result["status"] == "error"))
+                t.texts += _text_of(result["content"])
+                t.images += sum(1 for p in result["content"] if "image" in p)
+        turns.append(t)
+    return turns
+
+
 TARGETS: dict[str, Target] = {
     "anthropic-messages": Target(_read_anthropic, r"[A-Za-z0-9_-]{1,64}", alternates=True),
     "openai-completions": Target(_read_chat, r"[A-Za-z0-9_-]{1,40}", alternates=False),
     "mistral-conversations": Target(_read_chat, r"[A-Za-z0-9]{9}", alternates=False),
     "ollama-chat": Target(_read_chat, None, alternates=False),
     "ollama-generate": Target(_read_generate, None, alternates=False, tools=False),
+    "bedrock-converse-stream": Target(_read_converse, r"[A-Za-z0-9_-]{1,64}", alternates=True),
 }
 """A reader per target API; a new provider adds its row (its payload shape, id rule)."""
 

@@ -1,0 +1,544 @@
+"""Amazon Bedrock's Converse API (`POST /model/{modelId}/converse-stream`), in the binary AWS
+event-stream framing (`stream_core.EventStreamDecoder`).
+
+Events: `messageStart`; `contentBlockStart` (only tool calls have one), `contentBlockDelta`
+(text, `reasoningContent` text / signature / redacted blob, `toolUse` input fragments) and
+`contentBlockStop`, keyed by `contentBlockIndex`; `messageStop` with the stop reason; then
+`metadata` with the usage, the last event. A body that ends after `messageStop` without
+`metadata` is complete all the same (no usage). Exception messages (`throttlingException`,
+`modelStreamErrorException`, ...) end the stream with the kind of their HTTP status.
+Server-side tool blocks (Nova's code interpreter: `toolUse` of type `server_tool_use`, and
+`toolResult`) have no contract type and are skipped.
+
+Auth: a Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK` or `StreamOptions.api_key`) is sent as
+a bearer token; without one the request is SigV4-signed with credentials from the standard
+chain (`providers/_aws.py`). Region: `extra["region"]`, `AWS_REGION`, `AWS_DEFAULT_REGION`,
+the profile's `region`, the one in a `bedrock-runtime` base URL, else us-east-1. A base URL
+that is not `bedrock-runtime.<region>.amazonaws.com` (a VPC endpoint, a proxy) is used as is.
+
+`StreamOptions.extra`: `region`, `profile` (an AWS profile name), `tool_choice` ("auto",
+"any", a tool name, or a Converse `toolChoice` object).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from stream_core import (
+    Assembler,
+    AssistantMessage,
+    AssistantStream,
+    Context,
+    ErrorKind,
+    EventStreamDecoder,
+    ImageContent,
+    Model,
+    StopRule,
+    StreamError,
+    StreamFailure,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Translator,
+    UserMessage,
+    WireAPI,
+    WireRequest,
+    as_object,
+    error_from_vendor,
+    id_normalizer,
+    optional_field,
+    parse_json,
+    prepare_messages,
+    required_field,
+)
+
+from . import _aws
+
+API = "bedrock-converse-stream"
+
+_STOP_REASONS: dict[str, StopRule] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_use",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",  # output cut because the window filled
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+    # The model's output did not parse: nothing to add (a broken tool call is truncated).
+    "malformed_model_output": "stop",
+    "malformed_tool_use": "stop",
+}
+
+# Our usage field <- Bedrock's (one snapshot, in `metadata`).
+_USAGE_FIELDS: dict[str, str] = {
+    "input": "inputTokens",
+    "output": "outputTokens",
+    "cache_read": "cacheReadInputTokens",
+    "cache_write": "cacheWriteInputTokens",
+}
+
+# Exception messages in the stream (and their kinds where the shared table has none).
+_EXCEPTION_KINDS: dict[str, ErrorKind] = {
+    "throttlingException": "rate_limit",
+    "serviceUnavailableException": "overloaded",
+    "modelNotReadyException": "overloaded",
+    "modelStreamErrorException": "server",
+    "internalServerException": "server",
+    "modelTimeoutException": "timeout",
+    "validationException": "invalid_request",
+    "accessDeniedException": "auth",
+    "resourceNotFoundException": "not_found",
+}
+
+# Blocks of server-side tools (Nova's code interpreter), by start key or `toolUse.type`.
+_SERVER = frozenset({"toolResult", "server_tool_use"})
+
+_IMAGE_FORMATS: dict[str, str] = {
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/png": "png",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+
+# Prompt caching (`cachePoint` blocks): models whose id holds one of these, minus the older
+# Claude models that reject it. `Compat.cache_points` overrides.
+_CACHE_MODELS = ("anthropic.claude", "amazon.nova")
+_NO_CACHE_MODELS = ("claude-3-haiku", "claude-3-sonnet", "claude-3-opus", "claude-3-5-sonnet")
+# Claude takes Anthropic's thinking config through `additionalModelRequestFields`.
+_CLAUDE = "anthropic.claude"
+_INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
+
+_ENDPOINT = re.compile(r"^bedrock-runtime(-fips)?\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+_DEFAULT_REGION = "us-east-1"
+_SERVICE = "bedrock"
+_normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
+
+
+@dataclass(frozen=True)
+class Compat:
+    """`Model.compat` flags for Bedrock."""
+
+    cache_points: bool | None = None
+    """Send `cachePoint` blocks (None: by the model id, see `_CACHE_MODELS`)."""
+
+
+def stream(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    return WIRE.open(model, context, options)
+
+
+# --- endpoint and auth --------------------------------------------------------------------
+
+
+def region(model: Model, options: StreamOptions) -> str:
+    """The AWS region of a call (module docstring)."""
+    explicit = options.extra.get("region")
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    found = (
+        os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or _aws.profile_region(_profile(options))
+    )
+    if found:
+        return found
+    match = _ENDPOINT.match(httpx.URL(model.base_url).host)
+    return match.group(2) if match else _DEFAULT_REGION
+
+
+def endpoint(model: Model, options: StreamOptions) -> str:
+    """The streaming URL: the region's Bedrock endpoint, or a custom base URL as is."""
+    base = model.base_url.rstrip("/")
+    url = httpx.URL(base or f"https://bedrock-runtime.{_DEFAULT_REGION}.amazonaws.com")
+    match = _ENDPOINT.match(url.host)
+    if match or not base:
+        fips, cn = (match.group(1) or "", match.group(3) or "") if match else ("", "")
+        base = f"https://bedrock-runtime{fips}.{region(model, options)}.amazonaws.com{cn}"
+    return f"{base}/model/{quote(model.id, safe='')}/converse-stream"
+
+
+def _profile(options: StreamOptions) -> str | None:
+    profile = options.extra.get("profile")
+    return profile if isinstance(profile, str) and profile else None
+
+
+def _sign(
+    request: httpx.Request, model: Model, options: StreamOptions, api_key: str | None
+) -> tuple[str, ...]:
+    if api_key:
+        return ()  # a Bedrock API key: the bearer header is all it takes
+    credentials = _aws.find_credentials(_profile(options))
+    if credentials is None:
+        raise StreamFailure(
+            StreamError(
+                kind="auth",
+                message=(
+                    f"no AWS credentials for {model.provider}: set AWS_BEARER_TOKEN_BEDROCK "
+                    "(a Bedrock API key), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                    "or a profile in ~/.aws/credentials, or pass StreamOptions(api_key=...)"
+                ),
+            )
+        )
+    signature = _aws.sign_request(
+        request, credentials, region=region(model, options), service=_SERVICE
+    )
+    return (*credentials.secrets, signature)
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
+    cache = _cache_point(model, options)
+    max_tokens = options.max_tokens or model.max_tokens
+    payload: dict[str, Any] = {"messages": _convert_messages(model, context, cache)}
+    if context.system_prompt:
+        payload["system"] = [{"text": context.system_prompt}, *([cache] if cache else [])]
+    inference: dict[str, Any] = {"maxTokens": max_tokens}
+    fields: dict[str, Any] = {}
+    budget = options.thinking_budget() if model.reasoning and _CLAUDE in model.id else None
+    if budget is not None:
+        # Anthropic's rules: the budget leaves room for the answer, no temperature.
+        budget = min(budget, max(1024, max_tokens - 1024))
+        inference["maxTokens"] = max(max_tokens, budget + 1024)
+        fields["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if context.tools:
+            fields["anthropic_beta"] = [_INTERLEAVED_THINKING_BETA]
+    elif options.temperature is not None:
+        inference["temperature"] = options.temperature
+    payload["inferenceConfig"] = inference
+    if fields:
+        payload["additionalModelRequestFields"] = fields
+    if context.tools:
+        config: dict[str, Any] = {
+            "tools": [
+                {
+                    "toolSpec": {
+                        "name": t.name,
+                        "description": t.description or t.name,
+                        "inputSchema": {"json": t.parameters},
+                    }
+                }
+                for t in context.tools
+            ]
+        }
+        choice = _tool_choice(options.extra.get("tool_choice"))
+        if choice is not None:
+            config["toolChoice"] = choice
+        payload["toolConfig"] = config
+    headers = {"accept": "application/vnd.amazon.eventstream, application/json"}
+    return WireRequest(url=endpoint(model, options), payload=payload, headers=headers)
+
+
+def _tool_choice(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, dict):
+        return value
+    if value in ("auto", "any"):
+        return {value: {}}
+    if isinstance(value, str) and value not in ("", "none"):
+        return {"tool": {"name": value}}
+    return None  # Converse has no "none": the model chooses
+
+
+def _cache_point(model: Model, options: StreamOptions) -> dict[str, Any] | None:
+    if options.cache_retention == "none":
+        return None
+    enabled = Compat(**model.compat).cache_points
+    if enabled is None:
+        enabled = any(m in model.id for m in _CACHE_MODELS) and not any(
+            m in model.id for m in _NO_CACHE_MODELS
+        )
+    if not enabled:
+        return None
+    point: dict[str, Any] = {"type": "default"}
+    if options.cache_retention == "long" and _CLAUDE in model.id:
+        point["ttl"] = "1h"
+    return {"cachePoint": point}
+
+
+def _convert_messages(
+    model: Model, context: Context, cache: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    messages = prepare_messages(
+        context, api=API, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
+    )
+    vision = "image" in model.input
+    claude = _CLAUDE in model.id
+    out: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]]
+    for m in messages:
+        if isinstance(m, UserMessage):
+            blocks, role = _user_blocks(m.content, vision=vision), "user"
+        elif isinstance(m, ToolResultMessage):
+            content: list[dict[str, Any]] = _user_blocks(m.content, vision=vision) or [
+                {"text": "(no output)"}
+            ]
+            result: dict[str, Any] = {
+                "toolUseId": m.tool_call_id,
+                "content": content,
+                "status": "error" if m.is_error else "success",
+            }
+            blocks, role = [{"toolResult": result}], "user"
+        else:
+            blocks, role = _assistant_blocks(m, claude=claude), "assistant"
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            # Converse wants turns to alternate: results and a following prompt share one.
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    if cache and out and out[-1]["role"] == "user":
+        out[-1]["content"].append(cache)
+    return out
+
+
+def _user_blocks(content: str | Sequence[object], *, vision: bool) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"text": content}] if content.strip() else []
+    blocks: list[dict[str, Any]] = []
+    for b in content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                blocks.append({"text": b.text})
+            continue
+        if not isinstance(b, ImageContent):
+            continue  # UnknownContent: kept in the history, never sent
+        image_format = _IMAGE_FORMATS.get(b.mime_type.lower())
+        if not vision:
+            blocks.append({"text": "(image omitted: this model takes no images)"})
+        elif image_format is None:
+            blocks.append({"text": f"(image omitted: Bedrock takes no {b.mime_type})"})
+        else:
+            # The REST API takes blob fields as base64 text, which ImageContent holds.
+            blocks.append({"image": {"format": image_format, "source": {"bytes": b.data}}})
+    return blocks
+
+
+def _assistant_blocks(m: AssistantMessage, *, claude: bool) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                blocks.append({"text": b.text})
+        elif isinstance(b, ThinkingContent):
+            if b.redacted:
+                if b.signature:
+                    blocks.append({"reasoningContent": {"redactedContent": b.signature}})
+            elif not b.thinking.strip():
+                continue
+            elif b.signature or not claude:
+                # Same-model thinking goes back verbatim: the signature covers the text.
+                reasoning: dict[str, Any] = {"text": b.thinking}
+                if b.signature:
+                    reasoning["signature"] = b.signature
+                blocks.append({"reasoningContent": {"reasoningText": reasoning}})
+            else:
+                blocks.append({"text": b.thinking})  # Claude rejects unsigned reasoning
+        elif isinstance(b, ToolCall):
+            blocks.append({"toolUse": {"toolUseId": b.id, "name": b.name, "input": b.arguments}})
+    return blocks
+
+
+# --- response -----------------------------------------------------------------------------
+
+
+def _usage(asm: Assembler, usage: dict[str, Any], where: str) -> None:
+    asm.set_usage(
+        **{
+            ours: optional_field(usage, theirs, int, where)
+            for ours, theirs in _USAGE_FIELDS.items()
+        }
+    )
+
+
+def _exception(name: str, body: dict[str, Any]) -> StreamFailure:
+    message = optional_field(body, "message", str, name) or name
+    original = body.get("originalMessage")
+    if isinstance(original, str) and original:
+        message += f" ({original})"
+    status = body.get("originalStatusCode")
+    return StreamFailure(
+        error_from_vendor(
+            name,
+            f"{name}: {message}",
+            status=status if type(status) is int and 400 <= status < 600 else None,
+            extra_kinds=_EXCEPTION_KINDS,
+        )
+    )
+
+
+def _translator(asm: Assembler) -> Translator:
+    skipped: set[Hashable] = set()  # vendor indices of server-side blocks we do not represent
+    stopped = False
+
+    def on_event(event: str, data: str) -> None:
+        nonlocal stopped
+        if event == "contentBlockDelta":
+            obj = parse_json(data, event)
+            if obj.__class__ is dict:
+                # The common case first, in plain reads; anything else takes the checked path.
+                key, delta = obj.get("contentBlockIndex"), obj.get("delta")
+                if key.__class__ is int and delta.__class__ is dict and key not in skipped:
+                    text = delta.get("text")
+                    if text.__class__ is str:
+                        asm.text(key, text)
+                        return
+                    tool = delta.get("toolUse")
+                    if tool.__class__ is dict and tool.get("input").__class__ is str:
+                        asm.tool_call(key, tool["input"])
+                        return
+            obj = as_object(obj, event)
+            key = required_field(obj, "contentBlockIndex", int, event)
+            if key in skipped:
+                return
+            _delta(asm, key, required_field(obj, "delta", dict, event))
+        elif event == "contentBlockStart":
+            obj = as_object(parse_json(data, event), event)
+            key = required_field(obj, "contentBlockIndex", int, event)
+            start = optional_field(obj, "start", dict, event) or {}
+            tool = optional_field(start, "toolUse", dict, f"{event}.start")
+            where = f"{event}.start.toolUse"
+            server = tool is not None and optional_field(tool, "type", str, where) in _SERVER
+            if server or any(k in start for k in _SERVER):
+                skipped.add(key)  # a server tool's call or result: no contract type
+                return
+            if tool is None:
+                return  # text and reasoning blocks have no start; a future kind may
+            asm.start_tool_call(
+                key,
+                id=optional_field(tool, "toolUseId", str, where) or "",
+                name=optional_field(tool, "name", str, where) or "",
+            )
+        elif event == "contentBlockStop":
+            obj = as_object(parse_json(data, event), event)
+            key = required_field(obj, "contentBlockIndex", int, event)
+            skipped.discard(key)
+            asm.end(key)
+        elif event == "messageStop":
+            obj = as_object(parse_json(data, event), event)
+            asm.set_stop_reason(optional_field(obj, "stopReason", str, event))
+            stopped = asm.complete_at_eof = True
+        elif event == "metadata":
+            obj = as_object(parse_json(data, event), event)
+            usage = optional_field(obj, "usage", dict, event)
+            if usage is not None:
+                _usage(asm, usage, f"{event}.usage")
+            # The last event Bedrock sends; before the stop it ends nothing.
+            asm.finished = stopped
+        elif event == "messageStart":
+            parse_json(data, event)
+        elif event in _EXCEPTION_KINDS or event.endswith("Exception"):
+            raise _exception(event, as_object(parse_json(data, event), event))
+        # other event types: forward compatibility, ignored
+
+    return on_event
+
+
+def _delta(asm: Assembler, key: int, delta: dict[str, Any]) -> None:
+    where = "contentBlockDelta.delta"
+    text = optional_field(delta, "text", str, where)
+    if text is not None:
+        asm.text(key, text)
+        return
+    tool = optional_field(delta, "toolUse", dict, where)
+    if tool is not None:
+        asm.tool_call(key, optional_field(tool, "input", str, f"{where}.toolUse") or "")
+        return
+    reasoning = optional_field(delta, "reasoningContent", dict, where)
+    if reasoning is None:
+        return  # citations, server tool results, future kinds: nothing of ours
+    where += ".reasoningContent"
+    thinking = optional_field(reasoning, "text", str, where)
+    signature = optional_field(reasoning, "signature", str, where)
+    redacted = optional_field(reasoning, "redactedContent", str, where)
+    if thinking:
+        asm.thinking(key, thinking)
+    if signature:
+        if not isinstance(asm.block(key), ThinkingContent):
+            asm.start_thinking(key)
+        asm.thinking_signature(key, signature)
+    if redacted:
+        block = asm.block(key)
+        if isinstance(block, ThinkingContent) and block.redacted:
+            asm.thinking_signature(key, redacted)
+        else:
+            # The encrypted reasoning goes back as it came, in the signature field.
+            asm.start_thinking(key, signature=redacted, redacted=True)
+
+
+def _parse_response(asm: Assembler, obj: Any) -> None:
+    """Bedrock's non-streamed `Converse` answer, read as a whole."""
+    answer = as_object(obj, "answer")
+    output = optional_field(answer, "output", dict, "answer") or {}
+    message = optional_field(output, "message", dict, "answer.output") or {}
+    content = optional_field(message, "content", list, "answer.output.message") or []
+    for i, raw in enumerate(content):
+        where = f"answer.output.message.content[{i}]"
+        block = as_object(raw, where)
+        key = ("block", i)
+        text = optional_field(block, "text", str, where)
+        tool = optional_field(block, "toolUse", dict, where)
+        reasoning = optional_field(block, "reasoningContent", dict, where)
+        if text is not None:
+            asm.text(key, text)
+        elif tool is not None:
+            where += ".toolUse"
+            arguments = tool.get("input")
+            asm.start_tool_call(
+                key,
+                id=optional_field(tool, "toolUseId", str, where) or "",
+                name=optional_field(tool, "name", str, where) or "",
+            )
+            if arguments is not None:
+                asm.tool_call(key, _json_text(arguments))
+        elif reasoning is not None:
+            where += ".reasoningContent"
+            redacted = optional_field(reasoning, "redactedContent", str, where)
+            plain = optional_field(reasoning, "reasoningText", dict, where) or {}
+            if redacted:
+                asm.start_thinking(key, signature=redacted, redacted=True)
+            else:
+                where += ".reasoningText"
+                signature = optional_field(plain, "signature", str, where)
+                asm.start_thinking(key, signature=signature or None)
+                asm.thinking(key, optional_field(plain, "text", str, where) or "")
+        asm.end(key)
+    asm.set_stop_reason(optional_field(answer, "stopReason", str, "answer"))
+    usage = optional_field(answer, "usage", dict, "answer")
+    if usage is not None:
+        _usage(asm, usage, "answer.usage")
+    asm.finished = True
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+WIRE = WireAPI(
+    api=API,
+    terminal_event="messageStop",
+    stop_reasons=_STOP_REASONS,
+    build_request=_build_request,
+    auth_headers=lambda model, key: {"authorization": f"Bearer {key}"},
+    translator=_translator,
+    api_key_env=lambda model: "AWS_BEARER_TOKEN_BEDROCK",
+    key_required=lambda model: False,  # SigV4 credentials serve as well (`sign`)
+    decoder=EventStreamDecoder,
+    sign=_sign,
+    parse_response=_parse_response,
+    compat=Compat,
+    providers={"amazon-bedrock": f"https://bedrock-runtime.{_DEFAULT_REGION}.amazonaws.com"},
+)
