@@ -523,12 +523,26 @@ class AssistantStream:
             with anyio.CancelScope(shield=True):
                 await self._client.aclose()
         self._client = None
-        if error is not None and self._secrets:
+        m = self.message
+        if self._secrets:
             # One place for every error text, vendor words included (an error event or a
-            # quoted malformed line may echo the key).
-            error.message = redact(error.message, self._secrets)
-        self._asm.finalize(error)
-        self._queue.append(MessageEnd(self.message))
+            # quoted malformed line may echo the key), and for the vendor's short strings.
+            # Content is the model's output and is left as sent (see README, "Secrets").
+            if error is not None:
+                error.message = redact(error.message, self._secrets)
+            if m.raw_stop_reason is not None:
+                m.raw_stop_reason = redact(m.raw_stop_reason, self._secrets)
+            if m.response_id is not None:
+                m.response_id = redact(m.response_id, self._secrets)
+        try:
+            self._asm.finalize(error)
+        except Exception as exc:  # a bug: the message still ends, as an error, never a raise
+            logger.debug("finalize failed: %s", redact(traceback.format_exc(), self._secrets))
+            m.stop_reason = "error"
+            m.error = StreamError(
+                kind="protocol", message=redact(f"{type(exc).__name__}: {exc}", self._secrets)
+            )
+        self._queue.append(MessageEnd(m))
 
 
 _NONE: Any = object()
@@ -573,23 +587,47 @@ def vendor_error_text(body: bytes) -> tuple[str | None, str]:
 
 def vendor_error_fields(data: Any) -> tuple[str | None, str]:
     """(type, message) from `{"error": {...}}`, `{"type": "error", "error": {...}}` or a
-    bare error object; an OpenRouter upstream detail (`metadata.raw`) is appended."""
-    err = data.get("error", data) if isinstance(data, dict) else data
-    if isinstance(err, str):
+    bare error object; an OpenRouter upstream detail (`metadata.raw`) is appended.
+
+    Vendor JSON of any shape gives strings (never raises): a field of the wrong type is
+    shown as its JSON text, or skipped where a name is due."""
+    err = data.get("error", data) if type(data) is dict else data
+    if type(err) is str:
         return None, err
-    if not isinstance(err, dict):
-        return None, str(err)
-    kind = err.get("type") or err.get("code")
-    code = err.get("code")
-    message = str(err.get("message") or err.get("detail") or kind or "unknown error")
+    if type(err) is not dict:
+        return None, _as_text(err)
+    kind = _name(err.get("type")) or _name(err.get("code"))
+    code = _name(err.get("code"))
+    message = next(
+        (_as_text(v) for v in (err.get("message"), err.get("detail")) if v not in (None, "")),
+        kind or "unknown error",
+    )
     metadata = err.get("metadata")
-    raw = metadata.get("raw") if isinstance(metadata, dict) else None
-    if raw:
-        message += f"\n{raw}"
+    raw = metadata.get("raw") if type(metadata) is dict else None
+    if raw not in (None, ""):
+        message += f"\n{_as_text(raw)}"
     # A specific code (context_length_exceeded) says more than a generic type.
-    if isinstance(code, str) and code not in ("", kind) and kind == "invalid_request_error":
+    if code and code != kind and kind == "invalid_request_error":
         kind = code
-    return (str(kind) if kind is not None else None), message
+    return kind, message
+
+
+def _name(value: Any) -> str | None:
+    """A vendor error type or code: a non-empty string, or an integer code as text."""
+    if type(value) is str:
+        return value or None
+    if type(value) is int:
+        return str(value)
+    return None
+
+
+def _as_text(value: Any) -> str:
+    if type(value) is str:
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)[:2000]
+    except (TypeError, ValueError):  # pragma: no cover - vendor JSON always dumps
+        return type(value).__name__
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
