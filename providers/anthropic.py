@@ -85,6 +85,12 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         "stream": True,
         "messages": _convert_messages(model, context, cache),
     }
+    if not payload["messages"]:
+        # Raised inside `stream()`: the vendor would only answer 400.
+        raise ValueError(
+            "context.messages: no message with content to send (Anthropic needs at least "
+            "one; empty and whitespace-only messages are left out)"
+        )
     if context.system_prompt:
         system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
         if cache:

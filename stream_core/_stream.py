@@ -34,13 +34,20 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from ._assembler import Assembler, StopRule
-from ._errors import ProtocolError, StreamFailure, error_from_status, redact
+from ._errors import ProtocolError, StreamFailure, error_from_status, redact, secrets_in
 from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
 from ._sse import Decoder, SSEBytesDecoder
-from ._types import AssistantMessage, Context, StreamError
+from ._types import (
+    AssistantMessage,
+    Context,
+    StreamError,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 
 __all__ = ["AssistantStream", "Translator", "WireAPI", "WireRequest", "parse_json"]
 
@@ -103,32 +110,50 @@ class WireAPI:
 
 
 def _check_call(api: str, model: Any, context: Any, options: Any) -> Context:
-    """Programmer errors raise here, before any I/O, naming the bad field."""
+    """Programmer errors raise here, before any I/O, naming the bad field.
+
+    The context is validated again even when it is a `Context` (a field assigned after
+    construction is not checked by pydantic), and the copy is what gets sent: the caller's
+    object is never mutated, nor read again while the stream runs."""
     if not isinstance(model, Model):
         raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
     if model.api != api:
         raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
-    if options is not None and not isinstance(options, StreamOptions):
-        raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
-    if isinstance(context, dict):
-        try:
-            return Context.model_validate(context)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = "context." + ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"{where}: {first['msg']}") from None
-    if not isinstance(context, Context):
+    if options is not None:
+        if not isinstance(options, StreamOptions):
+            raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
+        options.validate()  # again: a field may have been changed since construction
+    if isinstance(context, Context):
+        for i, m in enumerate(context.messages):
+            if not isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage)):
+                raise TypeError(
+                    f"context.messages[{i}] is a {type(m).__name__}, not a message "
+                    "(filter JSONL records with messages_only())"
+                )
+        context = context.model_dump(warnings=False)
+    elif not isinstance(context, dict):
         raise TypeError(f"context must be a stream_core.Context, not {type(context).__name__}")
-    from ._types import AssistantMessage as _A
-    from ._types import ToolResultMessage, UserMessage
+    try:
+        checked = Context.model_validate(context)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "context." + ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{where}: {first['msg']}") from None
+    for i, tool in enumerate(checked.tools or ()):
+        _check_json(tool.parameters, f"context.tools[{i}].parameters")
+    for i, m in enumerate(checked.messages):
+        if isinstance(m, AssistantMessage):
+            for j, block in enumerate(m.content):
+                if isinstance(block, ToolCall):
+                    _check_json(block.arguments, f"context.messages[{i}].content[{j}].arguments")
+    return checked
 
-    for i, m in enumerate(context.messages):
-        if not isinstance(m, (UserMessage, _A, ToolResultMessage)):
-            raise TypeError(
-                f"context.messages[{i}] is a {type(m).__name__}, not a message "
-                "(filter JSONL records with messages_only())"
-            )
-    return context
+
+def _check_json(value: Any, where: str) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{where}: not JSON: {exc}") from None
 
 
 # States of the pump.
@@ -162,10 +187,14 @@ class AssistantStream:
         self._chunks: Any = None
         self._decoder = wire.decoder()
         self._translate: Translator | None = None
-        self._request: httpx.Request | None = None
         self._secrets: tuple[str, ...] = ()
+        self._no_key: StreamError | None = None
+        """A missing API key: the environment, not the code, so it is the first event."""
         self._attempt = 0
         self._whole: Any = _NONE
+        # Built now, inside `stream()`: a bad context, option or payload hook raises here,
+        # before any I/O (CONTRACT 1).
+        self._request: httpx.Request = self._build()
 
     def __repr__(self) -> str:
         states = ("new", "connecting", "streaming", "done")
@@ -238,8 +267,8 @@ class AssistantStream:
             await self._finish(StreamError(kind="protocol", message=message))
 
     async def _connect(self) -> None:
-        if self._request is None:
-            self._request = self._build()
+        if self._no_key is not None:
+            raise StreamFailure(self._no_key)
         opts = self._options
         while True:
             if self._client is None:
@@ -258,19 +287,27 @@ class AssistantStream:
             api_key = os.environ.get(env) or None
         if api_key is None and wire.key_required(model):
             where = f"set {env} or pass" if env else "pass"
-            raise StreamFailure(
-                StreamError(
-                    kind="auth",
-                    message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
-                )
+            self._no_key = StreamError(
+                kind="auth",
+                message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
             )
-        if api_key:
-            self._secrets = (api_key,)
         req = wire.build_request(model, self._context, opts)
+        hooked = ""
         if opts.on_payload is not None:
-            replaced = opts.on_payload(req.payload, model)
+            try:
+                replaced = opts.on_payload(req.payload, model)
+            except Exception as exc:
+                raise ValueError(
+                    f"StreamOptions.on_payload raised {type(exc).__name__}: {exc}"
+                ) from exc
             if replaced is not None:
+                if not isinstance(replaced, dict):
+                    raise TypeError(
+                        "StreamOptions.on_payload must return a dict or None, "
+                        f"not {type(replaced).__name__}"
+                    )
                 req.payload = replaced
+            hooked = " (after StreamOptions.on_payload)"
         headers = {
             "accept": "text/event-stream",
             # Compressed SSE arrives all at once; ask for it plain.
@@ -280,13 +317,20 @@ class AssistantStream:
             **model.headers,
             **opts.headers,
         }
+        # Every credential the request carries, however it was supplied, is redacted from
+        # every error and log line (CONTRACT 4).
+        self._secrets = secrets_in(headers, api_key)
         timeout = httpx.Timeout(
             connect=opts.connect_timeout, read=None, write=60.0, pool=opts.connect_timeout
         )
         # Serialized once, here, for every provider: lone surrogates (from a truncated
         # tool output, say) cannot be encoded as UTF-8 and are removed from all outbound
         # text, tool arguments and schemas included; NaN is not JSON and fails loudly.
-        body = sanitize_surrogates(json.dumps(req.payload, ensure_ascii=False, allow_nan=False))
+        try:
+            text = json.dumps(req.payload, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"request payload{hooked}: not JSON: {exc}") from None
+        body = sanitize_surrogates(text)
         headers.setdefault("content-type", "application/json")
         return httpx.Request(
             "POST",
