@@ -285,12 +285,6 @@ class AssistantStream:
         env = wire.api_key_env(model)
         if api_key is None and env:
             api_key = os.environ.get(env) or None
-        if api_key is None and wire.key_required(model):
-            where = f"set {env} or pass" if env else "pass"
-            self._no_key = StreamError(
-                kind="auth",
-                message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
-            )
         req = wire.build_request(model, self._context, opts)
         hooked = ""
         if opts.on_payload is not None:
@@ -320,6 +314,12 @@ class AssistantStream:
         # Every credential the request carries, however it was supplied, is redacted from
         # every error and log line (CONTRACT 4).
         self._secrets = secrets_in(headers, api_key)
+        if api_key is None and not self._secrets and wire.key_required(model):
+            where = f"set {env} or pass" if env else "pass"
+            self._no_key = StreamError(
+                kind="auth",
+                message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
+            )
         timeout = httpx.Timeout(
             connect=opts.connect_timeout, read=None, write=60.0, pool=opts.connect_timeout
         )
