@@ -327,7 +327,7 @@ def _translator(asm: Assembler) -> Translator:
         if data == "[DONE]":
             asm.finished = True
             return
-        where = event or "chunk"
+        where = "chunk" if event in ("", "message") else event  # "message": SSE's default
         chunk = as_object(parse_json(data, where), where)
         usage = optional_field(chunk, "usage", dict, where)
         if usage is None and "x_groq" in chunk:  # older Groq streams put usage only here
