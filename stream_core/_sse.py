@@ -117,12 +117,12 @@ class NDJSONBytesDecoder:
             lines[0] = b"".join(self._parts)
         tail = lines.pop()
         self._parts = [tail] if tail else []
-        return [self._frame(line) for line in lines if line.strip()]
+        return [self._frame(line) for line in lines if line and not line.isspace()]
 
     def flush(self) -> list[Frame]:
         tail = b"".join(self._parts)
         self._parts = []
-        if not tail.strip():
+        if not tail or tail.isspace():
             return []
         try:
             from_json(tail)
