@@ -4,6 +4,8 @@ printing (CONTRACT 5). The fuzzed versions are in `contract_tests/test_untrusted
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 from typing import Any
@@ -19,7 +21,6 @@ from stream_core.contract_tests.kit import (
     contract_context,
     contract_model,
     options,
-    run_provider,
     sse_response,
 )
 
@@ -88,17 +89,41 @@ def _priced(api: str) -> Model:
     )
 
 
-def _run(api: str, body: bytes, *, model: Model | None = None, **opts: Any) -> Run:
-    async def main() -> Run:
-        if model is None:
-            return await run_provider(api, [sse_response([body])], opts=options(**opts))
-        with respx.mock() as mock:
-            mock.route(host="contract.test").mock(return_value=sse_response([body]))
-            async with stream_core.stream(model, contract_context(), options(**opts)) as s:
-                events = [e async for e in s]
-            return Run(events, s.message, 1, [])
+@pytest.fixture(params=["asyncio", "trio"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
-    run = anyio.run(main)
+
+async def _stream(
+    api: str,
+    responses: list[httpx.Response],
+    *,
+    model: Model | None = None,
+    opts: StreamOptions | None = None,
+) -> Run:
+    """One stream against scripted responses, through an injected client (a mock transport:
+    no SSL context per run, which is most of a run's cost)."""
+    calls: list[httpx.Request] = []
+    queue = list(responses)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return queue.pop(0)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        opts = dataclasses.replace(opts or options(), client=client)
+        async with stream_core.stream(model or contract_model(api), contract_context(), opts) as s:
+            events = [e async for e in s]
+    return Run(events, s.message, len(calls), calls)
+
+
+def _run(
+    api: str, body: bytes, *, model: Model | None = None, backend: str = "asyncio", **opts: Any
+) -> Run:
+    run = anyio.run(
+        functools.partial(_stream, api, [sse_response([body])], model=model, opts=options(**opts)),
+        backend=backend,
+    )
     _assert_sound(run)
     return run
 
@@ -127,7 +152,9 @@ def _protocol(run: Run, *words: str) -> str:
 # --- section 1: any JSON type in any field ------------------------------------------------
 
 
-def test_anthropic_partial_json_of_the_wrong_type_ends_protocol_naming_the_field() -> None:
+def test_anthropic_partial_json_of_the_wrong_type_ends_protocol_naming_the_field(
+    backend: str,
+) -> None:
     body = (
         _a_start()
         + _anthropic(
@@ -142,20 +169,22 @@ def test_anthropic_partial_json_of_the_wrong_type_ends_protocol_naming_the_field
         )
         + _a_end()
     )
-    run = _run(ANTHROPIC, body)
+    run = _run(ANTHROPIC, body, backend=backend)
     _protocol(run, "content_block_delta", "partial_json")
     (call,) = run.message.content
     assert isinstance(call, ToolCall) and call.truncated
 
 
 @pytest.mark.parametrize("api", [ANTHROPIC, OPENAI])
-def test_a_400_digit_token_count_keeps_the_message_and_gives_no_cost(api: str) -> None:
+def test_a_400_digit_token_count_keeps_the_message_and_gives_no_cost(
+    api: str, backend: str
+) -> None:
     if api == ANTHROPIC:
         body = _a_start({"input_tokens": 10, "output_tokens": HUGE}) + _a_text() + _a_end()
     else:
         usage = {"prompt_tokens": HUGE, "completion_tokens": 2, "total_tokens": 5}
         body = _o_text() + _o_end("stop", usage)
-    run = _run(api, body, model=_priced(api))
+    run = _run(api, body, model=_priced(api), backend=backend)
     m = run.message
     assert m.stop_reason == "stop" and m.error is None and m.text() == "Hello"
     assert HUGE in (m.usage.output, m.usage.input)
@@ -164,9 +193,11 @@ def test_a_400_digit_token_count_keeps_the_message_and_gives_no_cost(api: str) -
 
 @pytest.mark.parametrize("api", [ANTHROPIC, OPENAI])
 @pytest.mark.parametrize("stop", [{"a": 1}, ["end_turn"], 7, True])
-def test_a_stop_reason_that_is_not_a_string_ends_protocol(api: str, stop: Any) -> None:
+def test_a_stop_reason_that_is_not_a_string_ends_protocol(
+    api: str, stop: Any, backend: str
+) -> None:
     body = _a_start() + _a_text() + _a_end(stop) if api == ANTHROPIC else _o_text() + _o_end(stop)
-    run = _run(api, body)
+    run = _run(api, body, backend=backend)
     _protocol(run, "stop_reason" if api == ANTHROPIC else "finish_reason")
     assert run.message.text() == "Hello" and run.message.raw_stop_reason is None
 
@@ -195,9 +226,9 @@ def test_a_stop_reason_that_is_not_a_string_ends_protocol(api: str, stop: Any) -
     ],
 )
 def test_a_field_of_the_wrong_type_ends_protocol_and_every_block_stays_valid(
-    api: str, body: bytes, field: str
+    api: str, body: bytes, field: str, backend: str
 ) -> None:
-    run = _run(api, body + (_a_end() if api == ANTHROPIC else _o_end()))
+    run = _run(api, body + (_a_end() if api == ANTHROPIC else _o_end()), backend=backend)
     _protocol(run, field)
     m = run.message
     assert m.response_id is None or isinstance(m.response_id, str)
@@ -242,7 +273,7 @@ def test_tool_arguments_that_cannot_round_trip_are_truncated(arguments: str) -> 
 
 _ERROR_EVENT = (
     "event: error\n"
-    'data: {{"type":"error","error":{{"type":"invalid_request_error",'
+    'data: {{"type":"error","error":{{"type":"overloaded_error",'
     '"message":"key {key} revoked"}}}}\n\n'
 )
 
@@ -260,7 +291,7 @@ def _every_surface(run: Run, caplog: pytest.LogCaptureFixture, secret: str) -> N
 @pytest.mark.parametrize("api", [ANTHROPIC, OPENAI])
 @pytest.mark.parametrize("where", ["after_content", "before_content", "malformed_line"])
 def test_the_key_echoed_by_the_vendor_is_redacted_everywhere(
-    api: str, where: str, caplog: pytest.LogCaptureFixture
+    api: str, where: str, backend: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="stream_core")
     text = _a_start() + _a_text() if api == ANTHROPIC else _o_text()
@@ -272,12 +303,11 @@ def test_the_key_echoed_by_the_vendor_is_redacted_everywhere(
     else:
         body = text + f'data: {{"oops": {API_KEY}\n\n'.encode()
     responses = [sse_response([body]) for _ in range(2)]
-
-    async def main() -> Run:
-        return await run_provider(api, responses, opts=options(max_retries=1))
-
-    run = anyio.run(main)
+    run = anyio.run(
+        functools.partial(_stream, api, responses, opts=options(max_retries=1)), backend=backend
+    )
     _assert_sound(run)
+    assert run.calls == (2 if where == "before_content" else 1)
     _every_surface(run, caplog, API_KEY)
 
 
@@ -300,6 +330,7 @@ def test_a_key_passed_only_in_headers_is_redacted_when_echoed(
     header: str,
     value: str,
     source: str,
+    backend: str,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -315,21 +346,12 @@ def test_a_key_passed_only_in_headers_is_redacted_when_echoed(
     body = json.dumps(
         {"error": {"type": "authentication_error", "message": f"bad key {value} (got it)"}}
     ).encode()
-
-    async def main() -> Run:
-        with respx.mock() as mock:
-            route = mock.route(host="contract.test").mock(
-                return_value=httpx.Response(
-                    401, headers={"content-type": "application/json"}, content=body
-                )
-            )
-            async with stream_core.stream(model, contract_context(), opts) as s:
-                events = [e async for e in s]
-            assert route.call_count == 1  # the header's key was enough to send the request
-            return Run(events, s.message, 1, [])
-
-    run = anyio.run(main)
+    answer = httpx.Response(401, headers={"content-type": "application/json"}, content=body)
+    run = anyio.run(
+        functools.partial(_stream, api, [answer], model=model, opts=opts), backend=backend
+    )
     _assert_sound(run)
+    assert run.calls == 1  # the header's key was enough to send the request
     assert run.message.error is not None and run.message.error.kind == "auth"
     _every_surface(run, caplog, _HEADER_KEY)
 
