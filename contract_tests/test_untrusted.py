@@ -35,12 +35,39 @@ from stream_core import AssistantMessage, MessageEnd, event_to_json
 
 APIS = [entry.api for entry in stream_core.list_providers()]
 BACKENDS = ["asyncio", "trio"]
-_SMALL = 16 * 1024  # recordings replayed hundreds of times stay small
+_SMALL = 32 * 1024  # recordings replayed hundreds of times stay small
+
+
+def _shape(fixture: Fixture) -> tuple[Any, ...]:
+    expect = fixture.expect
+    return (
+        expect.get("stop_reason"),
+        expect.get("error_kind"),
+        tuple(sorted({b["type"] for b in expect.get("content") or ()})),
+    )
 
 
 def _recordings(api: str) -> list[Fixture]:
-    cases = sorted(load_fixtures(api), key=lambda f: len(f.body))
-    return [f for f in cases if len(f.body) <= _SMALL][:8] or cases[:1]
+    """The smallest recording of each shape (stop reason, error, kinds of block), so the
+    mutations reach thinking, tool calls, refusals and errors, not only plain text."""
+    smallest: dict[tuple[Any, ...], Fixture] = {}
+    for f in sorted(load_fixtures(api), key=lambda f: len(f.body)):
+        if len(f.body) <= _SMALL:
+            smallest.setdefault(_shape(f), f)
+    return list(smallest.values()) or load_fixtures(api)[:1]
+
+
+def _exhaustive_case(api: str) -> Fixture:
+    """The smallest recording that ends normally with a tool call (it has every kind of
+    event: start, blocks, deltas, stop reason, usage, end)."""
+    cases = _recordings(api)
+    with_call = [
+        f
+        for f in cases
+        if f.expect.get("stop_reason") == "tool_use"
+        and any(b["type"] == "tool_call" for b in f.expect.get("content") or ())
+    ]
+    return min(with_call or cases, key=lambda f: len(f.body))
 
 
 # --- vendor JSON of any shape -------------------------------------------------------------
@@ -214,7 +241,7 @@ def test_mutated_recordings_never_break_the_contract(
 def test_every_value_at_every_path_of_a_recording(api: str, backend: str) -> None:
     """Exhaustive over one small recording: each path of each event, in turn, set to each
     hostile value (a hypothesis run samples; this one misses no field)."""
-    fixture = _recordings(api)[0]
+    fixture = _exhaustive_case(api)
     events = _split_events(fixture.body)
     hostile: list[Any] = [None, True, 10**400, 1.5, "x", [], {}, [1, {"a": None}]]
     bodies = []
