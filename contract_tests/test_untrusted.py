@@ -11,6 +11,7 @@ grammar, and a final message that prints, serializes and reads back unchanged.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import anyio
@@ -35,6 +36,8 @@ from stream_core import AssistantMessage, MessageEnd, event_to_json
 
 APIS = [entry.api for entry in stream_core.list_providers()]
 BACKENDS = ["asyncio", "trio"]
+EXAMPLES = int(os.environ.get("STREAM_CORE_FUZZ_EXAMPLES", "200"))
+"""Examples per provider and backend; raise it for a deeper run than CI's."""
 _SMALL = 32 * 1024  # recordings replayed hundreds of times stay small
 
 
@@ -221,7 +224,7 @@ def assert_untrusted_contract(run: Run) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("api", APIS)
 @settings(
-    max_examples=200,
+    max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
