@@ -311,9 +311,11 @@ class AssistantStream:
             **model.headers,
             **opts.headers,
         }
-        # Every credential the request carries, however it was supplied, is redacted from
-        # every error and log line (CONTRACT 4).
-        self._secrets = secrets_in(headers, api_key)
+        # Every credential the request carries, however it was supplied (an injected
+        # client's default headers included), is redacted from every error and log line
+        # (CONTRACT 4).
+        client_headers = opts.client.headers if opts.client is not None else {}
+        self._secrets = secrets_in({**client_headers, **headers}, api_key)
         if api_key is None and not self._secrets and wire.key_required(model):
             where = f"set {env} or pass" if env else "pass"
             self._no_key = StreamError(

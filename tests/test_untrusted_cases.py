@@ -100,6 +100,7 @@ async def _stream(
     *,
     model: Model | None = None,
     opts: StreamOptions | None = None,
+    client_headers: dict[str, str] | None = None,
 ) -> Run:
     """One stream against scripted responses, through an injected client (a mock transport:
     no SSL context per run, which is most of a run's cost)."""
@@ -110,7 +111,8 @@ async def _stream(
         calls.append(request)
         return queue.pop(0)
 
-    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+    transport = httpx.MockTransport(answer)
+    async with httpx.AsyncClient(transport=transport, headers=client_headers) as client:
         opts = dataclasses.replace(opts or options(), client=client)
         async with stream_core.stream(model or contract_model(api), contract_context(), opts) as s:
             events = [e async for e in s]
@@ -324,7 +326,7 @@ _HEADER_KEY = "sk-only-in-a-header-0123456789abcdef"
         ("x-goog-api-key", _HEADER_KEY),
     ],
 )
-@pytest.mark.parametrize("source", ["options", "model"])
+@pytest.mark.parametrize("source", ["options", "model", "client"])
 def test_a_key_passed_only_in_headers_is_redacted_when_echoed(
     api: str,
     header: str,
@@ -339,16 +341,22 @@ def test_a_key_passed_only_in_headers_is_redacted_when_echoed(
         monkeypatch.delenv(env, raising=False)
     model = contract_model(api)
     opts = StreamOptions(max_retries=0)
+    client_headers = None
     if source == "model":
         model = model.model_copy(update={"headers": {header: value}})
-    else:
+    elif source == "options":
         opts = StreamOptions(max_retries=0, headers={header: value})
+    else:
+        client_headers = {header: value}
     body = json.dumps(
         {"error": {"type": "authentication_error", "message": f"bad key {value} (got it)"}}
     ).encode()
     answer = httpx.Response(401, headers={"content-type": "application/json"}, content=body)
     run = anyio.run(
-        functools.partial(_stream, api, [answer], model=model, opts=opts), backend=backend
+        functools.partial(
+            _stream, api, [answer], model=model, opts=opts, client_headers=client_headers
+        ),
+        backend=backend,
     )
     _assert_sound(run)
     assert run.calls == 1  # the header's key was enough to send the request
