@@ -27,8 +27,8 @@ from stream_core.contract_tests.kit import (
     contract_model,
     load_fixtures,
     options,
+    replay_response,
     split_at,
-    sse_response,
 )
 
 import stream_core
@@ -184,7 +184,7 @@ def _answer(request: httpx.Request) -> httpx.Response:
 
 
 async def _run_once(api: str, fixture: Fixture, chunks: list[bytes]) -> Run:
-    _responses[:] = [sse_response(chunks, headers=fixture.headers)]
+    _responses[:] = [replay_response(chunks, fixture.headers)]
     model = contract_model(api)
     events = []
     with anyio.fail_after(20):  # a guard against hangs, not a timing assertion

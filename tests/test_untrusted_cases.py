@@ -21,7 +21,7 @@ from stream_core.contract_tests.kit import (
     contract_context,
     contract_model,
     options,
-    sse_response,
+    replay_response,
 )
 
 import stream_core
@@ -123,7 +123,9 @@ def _run(
     api: str, body: bytes, *, model: Model | None = None, backend: str = "asyncio", **opts: Any
 ) -> Run:
     run = anyio.run(
-        functools.partial(_stream, api, [sse_response([body])], model=model, opts=options(**opts)),
+        functools.partial(
+            _stream, api, [replay_response([body])], model=model, opts=options(**opts)
+        ),
         backend=backend,
     )
     _assert_sound(run)
@@ -304,7 +306,7 @@ def test_the_key_echoed_by_the_vendor_is_redacted_everywhere(
         body = echo  # retried, then failed the same way
     else:
         body = text + f'data: {{"oops": {API_KEY}\n\n'.encode()
-    responses = [sse_response([body]) for _ in range(2)]
+    responses = [replay_response([body]) for _ in range(2)]
     run = anyio.run(
         functools.partial(_stream, api, responses, opts=options(max_retries=1)), backend=backend
     )
