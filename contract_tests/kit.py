@@ -229,6 +229,35 @@ def vendor_response(
     return sse_response(chunks, status=status, headers={"content-type": framing(api).media_type})
 
 
+class ChunkIterator:
+    """A body's chunks as an async iterator object. Unlike an async generator, one that a
+    stream leaves unfinished (it stopped at its terminal event or a protocol error) is not
+    reported by trio's finalizer as a resource leak."""
+
+    def __init__(self, chunks: Sequence[bytes]) -> None:
+        self._chunks = iter(chunks)
+
+    def __aiter__(self) -> ChunkIterator:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+def replay_response(
+    chunks: Sequence[bytes], headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """A 200 streaming `chunks`, safe to leave unfinished under trio."""
+    return httpx.Response(
+        200,
+        headers=headers or {"content-type": "text/event-stream"},
+        content=ChunkIterator(chunks),
+    )
+
+
 # --- running a provider -----------------------------------------------------------------
 
 

@@ -16,12 +16,15 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import respx
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     API_KEY,
     Fixture,
     Run,
     check_expect,
+    contract_context,
+    contract_model,
     framing,
     load_fixtures,
     options,
@@ -55,7 +58,7 @@ def _text_case(api: str) -> Fixture:
     assert cases, f"{api}: needs a recording of a plain text answer"
     # The cuts below (half, all but two, a head of three) must fall before the terminal
     # event, so prefer recordings of four events or more (a Gemini answer may be two).
-    long_enough = [f for f in cases if len(_events(f.body)) >= 4]
+    long_enough = [f for f in cases if len(_events(api, f.body)) >= 4]
     return min(long_enough or cases, key=lambda f: len(f.body))
 
 
@@ -474,14 +477,18 @@ def test_connect_timeout_is_kind_timeout_and_retried(api: str) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_failing_payload_hook_is_an_event_not_an_exception(api: str) -> None:
+def test_a_failing_payload_hook_raises_from_stream_before_any_io(api: str) -> None:
+    """The request is built inside `stream()` (CONTRACT 1): the hook's failure is the
+    caller's bug, raised there and naming the option."""
+
     def hook(payload: dict[str, Any], model: stream_core.Model) -> None:
         raise RuntimeError("hook exploded")
 
-    run = _run(api, [_ok(api)], on_payload=hook)
-    assert_valid_event_stream(run.events)
-    assert run.calls == 0
-    assert run.message.error is not None and "hook exploded" in run.message.error.message
+    with respx.mock(assert_all_called=False) as mock:
+        route = mock.route().mock(return_value=_ok(api))
+        with pytest.raises(ValueError, match=r"StreamOptions\.on_payload raised .*hook exploded"):
+            stream_core.stream(contract_model(api), contract_context(), options(on_payload=hook))
+        assert route.call_count == 0
 
 
 @pytest.mark.parametrize("api", APIS)

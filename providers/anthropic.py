@@ -87,6 +87,12 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         "stream": True,
         "messages": messages,
     }
+    if not payload["messages"]:
+        # Raised inside `stream()`: the vendor would only answer 400.
+        raise ValueError(
+            "context.messages: no message with content to send (Anthropic needs at least "
+            "one; empty and whitespace-only messages are left out)"
+        )
     if context.system_prompt:
         system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
         if cache:
@@ -251,42 +257,52 @@ def _translator(asm: Assembler) -> Translator:
     def on_event(event: str, data: str) -> None:
         if event == "ping":
             return
-        obj = parse_json(data, event)
-        kind = obj.get("type", event) if isinstance(obj, dict) else event
+        raw = parse_json(data, event)
+        if type(raw) is not dict:
+            if event in _OBJECT_EVENTS:
+                as_object(raw, event)  # raises, naming the event
+            return  # an unknown event of an unknown shape: forward compatibility
+        obj: dict[str, Any] = raw
+        kind = optional_field(obj, "type", str, event or "data") or event
         if kind == "content_block_delta":
-            key = obj["index"]
+            key = required_field(obj, "index", int, kind)
             if key in skipped:
                 return
-            delta = obj["delta"]
-            dtype = delta.get("type")
+            delta = required_field(obj, "delta", dict, kind)
+            where = "content_block_delta.delta"
+            dtype = optional_field(delta, "type", str, where)
             if dtype == "text_delta":
-                asm.text(key, delta["text"])
+                asm.text(key, required_field(delta, "text", str, where))
             elif dtype == "input_json_delta":
-                asm.tool_call(key, delta.get("partial_json") or "")
+                asm.tool_call(key, optional_field(delta, "partial_json", str, where) or "")
             elif dtype == "thinking_delta":
-                asm.thinking(key, delta["thinking"])
+                asm.thinking(key, required_field(delta, "thinking", str, where))
             elif dtype == "signature_delta":
-                asm.thinking_signature(key, delta["signature"])
+                asm.thinking_signature(key, required_field(delta, "signature", str, where))
             # citations_delta and future kinds carry no text of ours
         elif kind == "content_block_start":
-            _block_start(asm, skipped, obj["index"], obj["content_block"])
+            key = required_field(obj, "index", int, kind)
+            _block_start(asm, skipped, key, required_field(obj, "content_block", dict, kind))
         elif kind == "content_block_stop":
-            key = obj["index"]
+            key = required_field(obj, "index", int, kind)
             skipped.discard(key)
             asm.end(key)
         elif kind == "message_start":
-            message = obj.get("message") or {}
-            asm.set_response_id(message.get("id"))
-            asm.set_response_model(message.get("model"))
-            _usage(asm, message.get("usage"))
+            body = optional_field(obj, "message", dict, kind) or {}
+            asm.set_response_id(optional_field(body, "id", str, "message_start.message"))
+            asm.set_response_model(body.get("model"))
+            _usage(asm, optional_field(body, "usage", dict, "message_start.message"), kind)
         elif kind == "message_delta":
-            delta = obj.get("delta") or {}
-            details = delta.get("stop_details") or {}
+            delta = optional_field(obj, "delta", dict, kind) or {}
+            where = "message_delta.delta"
+            details = optional_field(delta, "stop_details", dict, where) or {}
+            where_details = where + ".stop_details"
             asm.set_stop_reason(
-                delta.get("stop_reason"),
-                detail=details.get("explanation") or details.get("category"),
+                optional_field(delta, "stop_reason", str, where),
+                detail=optional_field(details, "explanation", str, where_details)
+                or optional_field(details, "category", str, where_details),
             )
-            _usage(asm, obj.get("usage"))
+            _usage(asm, optional_field(obj, "usage", dict, kind), kind)
         elif kind == "message_stop":
             asm.finished = True
         elif kind == "error":
@@ -296,19 +312,38 @@ def _translator(asm: Assembler) -> Translator:
     return on_event
 
 
+# Events whose data must be a JSON object (any other value ends the stream `protocol`).
+_OBJECT_EVENTS = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "error",
+    }
+)
+
+
 def _block_start(asm: Assembler, skipped: set[int], key: int, block: dict[str, Any]) -> None:
-    btype = block.get("type")
+    where = "content_block_start.content_block"
+    btype = optional_field(block, "type", str, where)
     if btype == "text":
         asm.start_text(key)
-        asm.text(key, block.get("text") or "")
+        asm.text(key, optional_field(block, "text", str, where) or "")
     elif btype == "thinking":
-        asm.start_thinking(key, signature=block.get("signature") or None)
-        asm.thinking(key, block.get("thinking") or "")
+        asm.start_thinking(key, signature=optional_field(block, "signature", str, where) or None)
+        asm.thinking(key, optional_field(block, "thinking", str, where) or "")
     elif btype == "redacted_thinking":
-        asm.start_thinking(key, signature=block.get("data"), redacted=True)
+        asm.start_thinking(key, signature=optional_field(block, "data", str, where), redacted=True)
     elif btype == "tool_use":
-        asm.start_tool_call(key, id=block.get("id") or "", name=block.get("name") or "")
-        initial = block.get("input")
+        asm.start_tool_call(
+            key,
+            id=optional_field(block, "id", str, where) or "",
+            name=optional_field(block, "name", str, where) or "",
+        )
+        initial = optional_field(block, "input", dict, where)
         if initial:
             # Non-streaming proxies put the whole input here and send no deltas.
             asm.tool_call(key, json.dumps(initial, ensure_ascii=False))
@@ -316,14 +351,17 @@ def _block_start(asm: Assembler, skipped: set[int], key: int, block: dict[str, A
         skipped.add(key)
 
 
-def _usage(asm: Assembler, usage: Any) -> None:
-    if not isinstance(usage, dict):
+def _usage(asm: Assembler, usage: dict[str, Any] | None, event: str) -> None:
+    if usage is None:
         return
-    values = {ours: usage.get(theirs) for ours, theirs in _USAGE_FIELDS.items()}
-    details = usage.get("output_tokens_details")
-    if isinstance(details, dict):
-        values["reasoning"] = details.get("thinking_tokens")
-    asm.set_usage(**{k: v for k, v in values.items() if isinstance(v, int)})
+    where = f"{event}.message.usage" if event == "message_start" else f"{event}.usage"
+    values = {ours: optional_field(usage, key, int, where) for ours, key in _USAGE_FIELDS.items()}
+    details = optional_field(usage, "output_tokens_details", dict, where)
+    if details is not None:
+        values["reasoning"] = optional_field(
+            details, "thinking_tokens", int, where + ".output_tokens_details"
+        )
+    asm.set_usage(**{k: v for k, v in values.items() if v is not None})
 
 
 def _parse_response(asm: Assembler, obj: Any) -> None:
@@ -336,7 +374,7 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
         raise StreamFailure(error_from_vendor(vendor_type, message))
     asm.set_response_id(optional_field(body, "id", str, "response"))
     asm.set_response_model(body.get("model"))
-    _usage(asm, optional_field(body, "usage", dict, "response"))
+    _usage(asm, optional_field(body, "usage", dict, "response"), "response")
     skipped: set[int] = set()
     for key, block in enumerate(required_field(body, "content", list, "response")):
         _block_start(asm, skipped, key, as_object(block, f"response.content[{key}]"))

@@ -371,30 +371,32 @@ def _translator(asm: Assembler) -> Translator:
             details.settle()
             asm.finished = True
             return
-        chunk = parse_json(data, event or "chunk")
-        if not isinstance(chunk, dict):
-            return
-        usage = chunk.get("usage")
+        where = "chunk" if event in ("", "message") else event  # "message": SSE's default
+        chunk = as_object(parse_json(data, where), where)
+        usage = optional_field(chunk, "usage", dict, where)
         if usage is None and "x_groq" in chunk:  # older Groq streams put usage only here
-            usage = (chunk["x_groq"] or {}).get("usage")
+            groq = optional_field(chunk, "x_groq", dict, where) or {}
+            usage = optional_field(groq, "usage", dict, where + ".x_groq")
         error = chunk.get("error")
         if error or event == "error":
             _fail(asm, chunk, error, usage)
         if asm.message.response_id is None:
             # Read once: the first chunk names the response and the served model.
-            asm.set_response_id(chunk.get("id"))
+            asm.set_response_id(optional_field(chunk, "id", str, where))
             asm.set_response_model(chunk.get("model"))
-        choices = chunk.get("choices")
+        choices = optional_field(chunk, "choices", list, where)
         if choices:
-            choice = choices[0]
-            delta = choice.get("delta")
+            choice = as_object(choices[0], where + ".choices[0]")
+            at = where + ".choices[0]"
+            delta = optional_field(choice, "delta", dict, at)
             if delta:
                 _delta(asm, delta, last_tool)
                 details.add(delta)
-            finish = choice.get("finish_reason")
+            finish = optional_field(choice, "finish_reason", str, at)
             if finish:
                 asm.set_stop_reason(finish)
-            usage = usage or choice.get("usage")  # Moonshot puts it on the choice
+            # Moonshot puts it on the choice
+            usage = usage or optional_field(choice, "usage", dict, at)
         if usage:
             _usage(asm, usage)
 
@@ -408,14 +410,17 @@ def _fail(asm: Assembler, chunk: dict[str, Any], error: Any, usage: Any) -> None
     vendor_type, message = vendor_error_fields(chunk)
     code = error.get("code") if isinstance(error, dict) else None
     # Proxies send the upstream status as a string ("500"); error_from_vendor reads both.
-    status = code if isinstance(code, (int, str)) else None
+    status = code if type(code) in (int, str) else None
     raise StreamFailure(error_from_vendor(vendor_type, message, status=status))
+
+
+_DELTA = "chunk.choices[0].delta"
 
 
 def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> None:
     # One delta may carry reasoning, text and tool calls together; they go in that order.
     for name in _REASONING_FIELDS:
-        reasoning = delta.get(name)
+        reasoning = optional_field(delta, name, str, _DELTA)
         if reasoning:
             if asm.is_open(_TEXT):
                 asm.end(_TEXT)
@@ -423,23 +428,25 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
             break
     content = delta.get("content")
     if content:
-        if isinstance(content, list):  # Mistral-style typed parts
+        if type(content) is list:  # Mistral-style typed parts
             _content_parts(asm, content)
         else:
             if asm.is_open(_THINKING):
                 asm.end(_THINKING)
-            asm.text(_TEXT, content)
-    refusal = delta.get("refusal")
+            asm.text(_TEXT, required_field(delta, "content", str, _DELTA))
+    refusal = optional_field(delta, "refusal", str, _DELTA)
     if refusal:
         # OpenAI puts a refusal in its own field and still says `stop`: kept as text, and
         # the message ends as an error of kind refusal (CONTRACT 3.1).
         asm.text(_TEXT, refusal)
         asm.set_stop_reason(None, detail="refusal", rule="refusal")
-    tool_calls = delta.get("tool_calls")
+    tool_calls = optional_field(delta, "tool_calls", list, _DELTA)
     if tool_calls:
-        for tc in tool_calls:
-            index = tc.get("index")
-            call_id = tc.get("id")
+        for i, item in enumerate(tool_calls):
+            at = f"{_DELTA}.tool_calls[{i}]"
+            tc = as_object(item, at)
+            index = optional_field(tc, "index", int, at)
+            call_id = optional_field(tc, "id", str, at)
             if not call_id or call_id == "null":  # placeholder ids some servers send
                 call_id = None
             key: Hashable
@@ -453,11 +460,15 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
                 # A call begins: the text or reasoning before it is complete.
                 asm.end(_TEXT)
                 asm.end(_THINKING)
-            fn = tc.get("function") or {}
-            args = fn.get("arguments") or ""
-            if not isinstance(args, str):  # a server sending the arguments as an object
+            fn = optional_field(tc, "function", dict, at) or {}
+            args: Any = fn.get("arguments")
+            if type(args) is dict:  # a server sending the arguments as an object
                 args = json.dumps(args, ensure_ascii=False)
-            asm.tool_call(key, args, id=call_id, name=fn.get("name"))
+            else:
+                args = optional_field(fn, "arguments", str, at + ".function") or ""
+            asm.tool_call(
+                key, args, id=call_id, name=optional_field(fn, "name", str, at + ".function")
+            )
             last_tool[0] = key
 
 
@@ -527,31 +538,42 @@ def _last_thinking(message: AssistantMessage) -> ThinkingContent | None:
 
 
 def _content_parts(asm: Assembler, parts: list[Any]) -> None:
-    for part in parts:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "thinking":
+    for i, item in enumerate(parts):
+        if type(item) is not dict:
+            continue  # a part of a kind we do not know
+        part: dict[str, Any] = item
+        at = f"{_DELTA}.content[{i}]"
+        ptype = optional_field(part, "type", str, at)
+        if ptype == "thinking":
             inner = part.get("thinking")
-            text = (
-                "".join(p.get("text", "") for p in inner if isinstance(p, dict))
-                if isinstance(inner, list)
-                else str(inner or "")
-            )
-            if text:
+            if type(inner) is list:
+                thought = "".join(
+                    optional_field(p, "text", str, at + ".thinking[]") or ""
+                    for p in inner
+                    if type(p) is dict
+                )
+            else:
+                thought = optional_field(part, "thinking", str, at) or ""
+            if thought:
                 asm.end(_TEXT)
-                asm.thinking(_THINKING, text, signature="thinking")
-        elif isinstance(part.get("text"), str) and part["text"]:
-            asm.end(_THINKING)
-            asm.text(_TEXT, part["text"])
+                asm.thinking(_THINKING, thought, signature="thinking")
+        else:
+            text = optional_field(part, "text", str, at)
+            if text:
+                asm.end(_THINKING)
+                asm.text(_TEXT, text)
 
 
 def _find(usage: dict[str, Any], paths: tuple[tuple[str, ...], ...]) -> int | None:
     for path in paths:
-        value: Any = usage
-        for part in path:
-            value = value.get(part) if isinstance(value, dict) else None
-        if isinstance(value, int):
-            return value
+        value: dict[str, Any] | None = usage
+        where = "usage"
+        for part in path[:-1]:
+            value = optional_field(value, part, dict, where) if value is not None else None
+            where += "." + part
+        found = optional_field(value, path[-1], int, where) if value is not None else None
+        if found is not None:
+            return found
     return None
 
 

@@ -19,7 +19,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Hashable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from ._cost import CostContext, compute_cost
 from ._errors import ProtocolError
@@ -36,7 +36,7 @@ from ._events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from ._json import ArgumentsError, parse_arguments, parse_partial_json
+from ._json import ArgumentsError, is_storable_json, parse_arguments, parse_partial_json
 from ._models import Model
 from ._types import (
     AssistantMessage,
@@ -400,9 +400,16 @@ class Assembler:
             msg.stop_reason = "stop"
 
 
+_MAX_COUNT = 10**1000
+"""Larger token counts are not believed: sums of them must still print and round-trip
+(Python and pydantic refuse integers of more than 4300 digits)."""
+
+
 def _count(value: object, what: str) -> int:
     if value.__class__ is not int:
         raise ProtocolError(f"{what} is {type(value).__name__}, not an integer")
+    if value >= _MAX_COUNT:
+        raise ProtocolError(f"{what} is out of range")
     return value if value >= 0 else 0
 
 
@@ -417,12 +424,21 @@ def _declared_order(block: TextContent | ThinkingContent | ToolCall) -> None:
 
 
 def _finish_arguments(call: ToolCall) -> None:
+    """Parse the arguments once, at the end. Text that is not one storable JSON object
+    (invalid, cut, nested too deep for a message to round-trip, a number beyond a float)
+    marks the call truncated, with what parses of it; this never raises."""
     text = call.partial_json
     try:
-        call.arguments = parse_arguments(text)
-    except ArgumentsError:
-        partial = parse_partial_json(text)
-        call.arguments = partial if isinstance(partial, dict) else {}
-        call.truncated = True
+        arguments: dict[str, Any] | None = parse_arguments(text)
+    except (ArgumentsError, RecursionError, MemoryError):
+        arguments = None
+    if arguments is not None and is_storable_json(arguments):
+        call.arguments = arguments
+        call.partial_json = ""
         return
-    call.partial_json = ""
+    try:
+        partial = parse_partial_json(text)
+    except (ValueError, RecursionError, MemoryError):
+        partial = None
+    call.arguments = partial if isinstance(partial, dict) and is_storable_json(partial) else {}
+    call.truncated = True

@@ -23,6 +23,7 @@ __all__ = [
     "is_context_overflow",
     "redact",
     "status_from_code",
+    "secrets_in",
 ]
 
 RETRYABLE_KINDS: frozenset[str] = frozenset(
@@ -192,3 +193,25 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
             # Vendors echo a key's first characters ("Incorrect API key provided: sk-ab***").
             text = re.sub(re.escape(secret[:8]) + r"[^\s\"',]*", "[redacted]", text)
     return text
+
+
+_AUTH_SCHEMES = re.compile(r"^(?:bearer|basic|token|apikey|api-key)\s+", re.IGNORECASE)
+
+
+def secrets_in(headers: Mapping[str, str], api_key: str | None = None) -> tuple[str, ...]:
+    """Every credential a request carries: the API key, and the value of each auth header
+    (`SECRET_HEADERS`), whole and without its scheme (`Bearer `), and each cookie value."""
+    from ._options import SECRET_HEADERS
+
+    found: list[str] = [api_key] if api_key else []
+    for name, value in headers.items():
+        if name.lower() not in SECRET_HEADERS or not value:
+            continue
+        found.append(value)
+        bare = _AUTH_SCHEMES.sub("", value).strip()
+        if bare != value:
+            found.append(bare)
+        if name.lower() == "cookie":
+            found += [part.partition("=")[2].strip() for part in value.split(";")]
+    # Longest first, so a whole value is replaced before a part of it.
+    return tuple(sorted({s for s in found if s}, key=len, reverse=True))

@@ -32,62 +32,100 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
+# Printing an event costs O(1) in the size of the message (CONTRACT 5): a summary, never
+# the live message or the delta's text (which may be long, and is the model's output).
+# `repr(event.message)` prints the message in full when that is what is wanted.
+
+
+def _mark_repr(self: Any) -> str:
+    return f"<{self.type} content_index={self.content_index}>"
+
+
+def _delta_repr(self: Any) -> str:
+    return f"<{self.type} content_index={self.content_index} len={len(self.delta)}>"
+
+
+def _event_repr(self: Any) -> str:
+    m = self.message
+    inner = f" {self.delta!r}" if self.type == "message_update" else ""
+    tail = f" stop_reason={m.stop_reason}" if self.type == "message_end" else ""
+    return f"<{self.type}{inner} blocks={len(m.content)}{tail}>"
+
+
+@dataclass(slots=True, repr=False)
 class TextStart:
     content_index: int
     type: Literal["text_start"] = field(default="text_start", init=False)
 
+    __repr__ = _mark_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class TextDelta:
     content_index: int
     delta: str
     type: Literal["text_delta"] = field(default="text_delta", init=False)
 
+    __repr__ = _delta_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class TextEnd:
     content_index: int
     type: Literal["text_end"] = field(default="text_end", init=False)
 
+    __repr__ = _mark_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class ThinkingStart:
     content_index: int
     type: Literal["thinking_start"] = field(default="thinking_start", init=False)
 
+    __repr__ = _mark_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class ThinkingDelta:
     content_index: int
     delta: str
     type: Literal["thinking_delta"] = field(default="thinking_delta", init=False)
 
+    __repr__ = _delta_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class ThinkingEnd:
     content_index: int
     type: Literal["thinking_end"] = field(default="thinking_end", init=False)
 
+    __repr__ = _mark_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class ToolCallStart:
     content_index: int
     type: Literal["toolcall_start"] = field(default="toolcall_start", init=False)
 
+    __repr__ = _mark_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class ToolCallDelta:
     content_index: int
     delta: str
     """A raw fragment of the arguments' JSON text (may be empty)."""
     type: Literal["toolcall_delta"] = field(default="toolcall_delta", init=False)
 
+    __repr__ = _delta_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class ToolCallEnd:
     content_index: int
     type: Literal["toolcall_end"] = field(default="toolcall_end", init=False)
+
+    __repr__ = _mark_repr
 
 
 Delta = (
@@ -103,23 +141,29 @@ Delta = (
 )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class MessageStart:
     message: AssistantMessage
     type: Literal["message_start"] = field(default="message_start", init=False)
 
+    __repr__ = _event_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class MessageUpdate:
     message: AssistantMessage
     delta: Delta
     type: Literal["message_update"] = field(default="message_update", init=False)
 
+    __repr__ = _event_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class MessageEnd:
     message: AssistantMessage
     type: Literal["message_end"] = field(default="message_end", init=False)
+
+    __repr__ = _event_repr
 
 
 AssistantStreamEvent = MessageStart | MessageUpdate | MessageEnd

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic_core import from_json
 
-__all__ = ["ArgumentsError", "parse_arguments", "parse_partial_json"]
+__all__ = ["ArgumentsError", "is_storable_json", "parse_arguments", "parse_partial_json"]
 
 
 class ArgumentsError(ValueError):
@@ -61,8 +62,31 @@ def _single_repeated_object(text: str, original: ValueError) -> Any:
                 break
             value, pos = decoder.raw_decode(text, pos)
             values.append(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
         raise ArgumentsError(f"tool arguments are not valid JSON: {original}") from None
     if len(values) > 1 and all(v == values[0] for v in values):
         return values[0]
     raise ArgumentsError(f"tool arguments are not valid JSON: {original}")
+
+
+MAX_DEPTH = 100
+"""Nesting a message can hold and still read back (pydantic's JSON parser stops near 200
+levels, and a message adds its own)."""
+
+
+def is_storable_json(value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """True when `value` survives a round trip through a message's JSON: nested at most
+    `max_depth` deep, and no float beyond range (`1e400` parses as infinity, which dumps
+    as null). One pass, without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict or kind is list:
+            if depth > max_depth:
+                return False
+            children = item.values() if kind is dict else item
+            stack.extend((child, depth + 1) for child in children)
+        elif kind is float and not math.isfinite(item):
+            return False
+    return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -21,9 +22,17 @@ PayloadHook = typing.Callable[[dict[str, Any], "Model"], "dict[str, Any] | None"
 THINKING_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 """Default thinking-token budget per effort, for vendors that take a budget."""
 
-_SECRET_HEADERS = frozenset(
-    {"authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization"}
+SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "cookie",
+    }
 )
+"""Request headers whose values are credentials: hidden in reprs, redacted from errors."""
 
 
 @dataclass(kw_only=True)
@@ -80,7 +89,7 @@ class StreamOptions:
                 continue
             if f.name == "headers":
                 value = {
-                    k: ("[redacted]" if k.lower() in _SECRET_HEADERS else v)
+                    k: ("[redacted]" if k.lower() in SECRET_HEADERS else v)
                     for k, v in value.items()
                 }
             shown.append(f"{f.name}={value!r}")
@@ -88,7 +97,153 @@ class StreamOptions:
             shown.append("api_key=[redacted]")
         return f"StreamOptions({', '.join(shown)})"
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise TypeError/ValueError naming the first bad field (run when the options are
+        made, and again by `stream()`, which catches a field changed afterwards)."""
+        for f in dataclasses.fields(self):
+            check = _CHECKS.get(f.name)
+            if check is not None:
+                problem = check(getattr(self, f.name))
+                if problem is not None:
+                    error, text = problem
+                    raise error(f"StreamOptions.{f.name}: {text}")
+
     def thinking_budget(self) -> int | None:
         if self.reasoning is None:
             return None
         return self.thinking_budgets.get(self.reasoning, THINKING_BUDGETS[self.reasoning])
+
+
+# --- validation -----------------------------------------------------------------------------
+# One checker per field: None when the value is fine, else (exception class, reason).
+# Strict on purpose: `max_tokens="100"` is a bug in the caller, not something to coerce.
+
+_EFFORTS: tuple[str, ...] = typing.get_args(ReasoningEffort)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def _number(*, minimum: float, allow_equal: bool, optional: bool) -> Any:
+    bound = f">= {minimum:g}" if allow_equal else f"> {minimum:g}"
+
+    def check(value: Any) -> tuple[type[Exception], str] | None:
+        if value is None and optional:
+            return None
+        if not _is_number(value):
+            return TypeError, f"expected a number, got {type(value).__name__} {_shown(value)}"
+        if not math.isfinite(value) or (value < minimum if allow_equal else value <= minimum):
+            return ValueError, f"must be finite and {bound}, got {value!r}"
+        return None
+
+    return check
+
+
+def _positive_int(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None:
+        return None
+    if type(value) is not int:
+        return TypeError, f"expected an integer, got {type(value).__name__} {_shown(value)}"
+    if value <= 0:
+        return ValueError, f"must be > 0, got {value}"
+    return None
+
+
+def _count(value: Any) -> tuple[type[Exception], str] | None:
+    if type(value) is not int:
+        return TypeError, f"expected an integer, got {type(value).__name__} {_shown(value)}"
+    if value < 0:
+        return ValueError, f"must be >= 0, got {value}"
+    return None
+
+
+def _optional(kind: type[Any], what: str) -> Any:
+    def check(value: Any) -> tuple[type[Exception], str] | None:
+        if value is None or isinstance(value, kind):
+            return None
+        return TypeError, f"expected {what} or None, got {type(value).__name__} {_shown(value)}"
+
+    return check
+
+
+def _str_dict(value: Any) -> tuple[type[Exception], str] | None:
+    if type(value) is not dict:
+        return TypeError, f"expected a dict of str to str, got {type(value).__name__}"
+    for k, v in value.items():
+        if type(k) is not str or type(v) is not str:
+            shown = "[redacted]" if type(k) is str and k.lower() in SECRET_HEADERS else _shown(v)
+            return TypeError, f"expected str keys and values, got {k!r}: {shown}"
+    return None
+
+
+def _secret(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None or type(value) is str:
+        return None
+    return TypeError, f"expected a string or None, got {type(value).__name__}"  # value unshown
+
+
+def _dict(value: Any) -> tuple[type[Exception], str] | None:
+    if type(value) is not dict:
+        return TypeError, f"expected a dict, got {type(value).__name__}"
+    return None
+
+
+def _budgets(value: Any) -> tuple[type[Exception], str] | None:
+    if type(value) is not dict:
+        return TypeError, f"expected a dict of effort to token count, got {type(value).__name__}"
+    for k, v in value.items():
+        if k not in _EFFORTS:
+            return ValueError, f"unknown effort {k!r}; expected one of {', '.join(_EFFORTS)}"
+        problem = _positive_int(v)
+        if problem is not None or v is None:
+            return TypeError, f"[{k!r}]: expected a positive integer, got {_shown(v)}"
+    return None
+
+
+def _one_of(*allowed: Any) -> Any:
+    def check(value: Any) -> tuple[type[Exception], str] | None:
+        if value in allowed and type(value) in (str, type(None)):
+            return None
+        names = ", ".join(repr(a) for a in allowed)
+        return ValueError, f"expected one of {names}, got {_shown(value)}"
+
+    return check
+
+
+def _callable(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None or callable(value):
+        return None
+    return TypeError, f"expected a callable or None, got {type(value).__name__}"
+
+
+_CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] = {
+    "temperature": _number(minimum=0, allow_equal=True, optional=True),
+    "max_tokens": _positive_int,
+    "api_key": _secret,
+    "headers": _str_dict,
+    "client": _optional(httpx.AsyncClient, "an httpx.AsyncClient"),
+    "cancel": _optional(anyio.Event, "an anyio.Event"),
+    "connect_timeout": _number(minimum=0, allow_equal=False, optional=True),
+    "first_byte_timeout": _number(minimum=0, allow_equal=False, optional=True),
+    "idle_timeout": _number(minimum=0, allow_equal=False, optional=True),
+    "max_retries": _count,
+    "max_retry_delay": _number(minimum=0, allow_equal=True, optional=False),
+    "retry_backoff": _number(minimum=0, allow_equal=True, optional=False),
+    "reasoning": _one_of(None, *_EFFORTS),
+    "thinking_budgets": _budgets,
+    "cache_retention": _one_of("none", "short", "long"),
+    "session_id": _optional(str, "a string"),
+    "metadata": _dict,
+    "on_payload": _callable,
+    "extra": _dict,
+    "base_url": _optional(str, "a string"),
+}

@@ -105,7 +105,7 @@ class NDJSONBytesDecoder:
     must read as a stream that ended early, not as a malformed record.
     """
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_parts",)
     media_types: tuple[str, ...] = (
         "application/x-ndjson",
         "application/ndjson",
@@ -114,17 +114,27 @@ class NDJSONBytesDecoder:
     )
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._parts: list[bytes] = []
+        """The unfinished line, as the pieces that arrived: joined once, when it ends, so a
+        long line in small chunks costs O(its length), not O(length x chunks)."""
 
     def decode(self, chunk: bytes) -> list[Frame]:
-        data = self._buffer + chunk if self._buffer else chunk
-        lines = data.split(b"\n")
-        self._buffer = lines.pop()
-        return [self._frame(line) for line in lines if line.strip()]
+        if b"\n" not in chunk:
+            if chunk:
+                self._parts.append(chunk)
+            return []
+        lines = chunk.split(b"\n")
+        if self._parts:
+            self._parts.append(lines[0])
+            lines[0] = b"".join(self._parts)
+        tail = lines.pop()
+        self._parts = [tail] if tail else []
+        return [self._frame(line) for line in lines if line and not line.isspace()]
 
     def flush(self) -> list[Frame]:
-        tail, self._buffer = self._buffer, b""
-        if not tail.strip():
+        tail = b"".join(self._parts)
+        self._parts = []
+        if not tail or tail.isspace():
             return []
         try:
             from_json(tail)

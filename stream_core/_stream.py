@@ -38,13 +38,21 @@ from pydantic_core import from_json
 
 from ._assembler import Assembler, StopRule
 from ._cost import cost_context
-from ._errors import ProtocolError, StreamFailure, error_from_status, redact
+from ._errors import ProtocolError, StreamFailure, error_from_status, redact, secrets_in
 from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
 from ._sse import Decoder, FramingError, SSEBytesDecoder
-from ._types import AssistantMessage, Context, StreamError
+from ._types import (
+    KEEP_UNKNOWN_BLOCKS,
+    AssistantMessage,
+    Context,
+    StreamError,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 
 if TYPE_CHECKING:
     from ._otel import ChatSpan
@@ -131,7 +139,11 @@ class WireAPI:
 
 
 def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context:
-    """Programmer errors raise here, before any I/O, naming the bad field."""
+    """Programmer errors raise here, before any I/O, naming the bad field.
+
+    The context is validated again even when it is a `Context` (a field assigned after
+    construction is not checked by pydantic), and the copy is what gets sent: the caller's
+    object is never mutated, nor read again while the stream runs."""
     api = wire.api
     if not isinstance(model, Model):
         raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
@@ -139,27 +151,44 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
         raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
     if model.compat:
         _check_compat(wire, model.compat)
-    if options is not None and not isinstance(options, StreamOptions):
-        raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
-    if isinstance(context, dict):
-        try:
-            return Context.model_validate(context)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = "context." + ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"{where}: {first['msg']}") from None
-    if not isinstance(context, Context):
+    keep_unknown = None
+    if options is not None:
+        if not isinstance(options, StreamOptions):
+            raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
+        options.validate()  # again: a field may have been changed since construction
+    if isinstance(context, Context):
+        for i, m in enumerate(context.messages):
+            if not isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage)):
+                raise TypeError(
+                    f"context.messages[{i}] is a {type(m).__name__}, not a message "
+                    "(filter JSONL records with messages_only())"
+                )
+        # Blocks of unknown types loaded from a history stay what they were.
+        keep_unknown = KEEP_UNKNOWN_BLOCKS
+        context = context.model_dump(warnings=False)
+    elif not isinstance(context, dict):
         raise TypeError(f"context must be a stream_core.Context, not {type(context).__name__}")
-    from ._types import AssistantMessage as _A
-    from ._types import ToolResultMessage, UserMessage
+    try:
+        checked = Context.model_validate(context, context=keep_unknown)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "context." + ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{where}: {first['msg']}") from None
+    for i, tool in enumerate(checked.tools or ()):
+        _check_json(tool.parameters, f"context.tools[{i}].parameters")
+    for i, m in enumerate(checked.messages):
+        if isinstance(m, AssistantMessage):
+            for j, block in enumerate(m.content):
+                if isinstance(block, ToolCall):
+                    _check_json(block.arguments, f"context.messages[{i}].content[{j}].arguments")
+    return checked
 
-    for i, m in enumerate(context.messages):
-        if not isinstance(m, (UserMessage, _A, ToolResultMessage)):
-            raise TypeError(
-                f"context.messages[{i}] is a {type(m).__name__}, not a message "
-                "(filter JSONL records with messages_only())"
-            )
-    return context
+
+def _check_json(value: Any, where: str) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{where}: not JSON: {exc}") from None
 
 
 def _check_compat(wire: WireAPI, compat: Mapping[str, Any]) -> None:
@@ -246,12 +275,22 @@ class AssistantStream:
         self._chunks: Any = None
         self._decoder = wire.decoder()
         self._translate: Translator | None = None
-        self._request: httpx.Request | None = None
         self._secrets: tuple[str, ...] = ()
+        self._no_key: StreamError | None = None
+        """A missing API key or credential: the environment, not the code, so it is the
+        first event."""
         self._attempt = 0
         self._whole: Any = _NONE
         self._started: float | None = None
         self._span: ChatSpan | None = None
+        # Built now, inside `stream()`: a bad context, option or payload hook raises here,
+        # before any I/O (CONTRACT 1). What the environment lacks (a key, credentials, a
+        # project) is not the code's fault: it becomes the stream's first event instead.
+        self._request: httpx.Request | None = None
+        try:
+            self._request = self._build()
+        except StreamFailure as failure:
+            self._no_key = failure.error
 
     def __repr__(self) -> str:
         states = ("new", "connecting", "streaming", "done")
@@ -328,15 +367,17 @@ class AssistantStream:
             await self._finish(StreamError(kind="protocol", message=message))
 
     async def _connect(self) -> None:
-        if self._request is None:
-            request = self._build()
-            fetch = self._wire.bearer_token
-            if fetch is not None and not self._secrets and "authorization" not in request.headers:
-                token = await self._guard(fetch(self._model))
-                if token:
-                    self._secrets = (token,)
-                    request.headers["authorization"] = f"Bearer {token}"
-            self._request = request
+        if self._no_key is not None:
+            raise StreamFailure(self._no_key)
+        fetch = self._wire.bearer_token
+        request = self._request
+        assert request is not None
+        if fetch is not None and not self._secrets and "authorization" not in request.headers:
+            # An OAuth token (Vertex AI's default credentials) is I/O: fetched here, once.
+            token = await self._guard(fetch(self._model))
+            if token:
+                self._secrets += (token,)
+                request.headers["authorization"] = f"Bearer {token}"
         opts = self._options
         while True:
             if self._client is None:
@@ -354,21 +395,23 @@ class AssistantStream:
         env = wire.api_key_env(model)
         if api_key is None and env:
             api_key = os.environ.get(env) or None
-        if api_key is None and wire.key_required(model):
-            where = f"set {env} or pass" if env else "pass"
-            raise StreamFailure(
-                StreamError(
-                    kind="auth",
-                    message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
-                )
-            )
-        if api_key:
-            self._secrets = (api_key,)
         req = wire.build_request(model, self._context, opts)
+        hooked = ""
         if opts.on_payload is not None:
-            replaced = opts.on_payload(req.payload, model)
+            try:
+                replaced = opts.on_payload(req.payload, model)
+            except Exception as exc:
+                raise ValueError(
+                    f"StreamOptions.on_payload raised {type(exc).__name__}: {exc}"
+                ) from exc
             if replaced is not None:
+                if not isinstance(replaced, dict):
+                    raise TypeError(
+                        "StreamOptions.on_payload must return a dict or None, "
+                        f"not {type(replaced).__name__}"
+                    )
                 req.payload = replaced
+            hooked = " (after StreamOptions.on_payload)"
         headers = {
             # The request is built here, not by the client: its own defaults come first.
             **(opts.client.headers if opts.client is not None else {}),
@@ -380,21 +423,28 @@ class AssistantStream:
             **model.headers,
             **opts.headers,
         }
-        # Credentials set as headers (a gateway's token on the client, say) are secrets too.
-        self._secrets += tuple(
-            part
-            for name, value in headers.items()
-            if name.lower() in _AUTH_HEADERS
-            for part in {value, value.partition(" ")[2]}
-            if part
-        )
+        # Every credential the request carries, however it was supplied (an injected
+        # client's default headers included), is redacted from every error and log line
+        # (CONTRACT 4).
+        client_headers = opts.client.headers if opts.client is not None else {}
+        self._secrets = secrets_in({**client_headers, **headers}, api_key)
+        if api_key is None and not self._secrets and wire.key_required(model):
+            where = f"set {env} or pass" if env else "pass"
+            self._no_key = StreamError(
+                kind="auth",
+                message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
+            )
         timeout = httpx.Timeout(
             connect=opts.connect_timeout, read=None, write=60.0, pool=opts.connect_timeout
         )
         # Serialized once, here, for every provider: lone surrogates (from a truncated
         # tool output, say) cannot be encoded as UTF-8 and are removed from all outbound
         # text, tool arguments and schemas included; NaN is not JSON and fails loudly.
-        body = sanitize_surrogates(json.dumps(req.payload, ensure_ascii=False, allow_nan=False))
+        try:
+            text = json.dumps(req.payload, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"request payload{hooked}: not JSON: {exc}") from None
+        body = sanitize_surrogates(text)
         headers.setdefault("content-type", "application/json")
         request = httpx.Request(
             "POST",
@@ -655,14 +705,28 @@ class AssistantStream:
             with anyio.CancelScope(shield=True):
                 await self._client.aclose()
         self._client = None
-        if error is not None and self._secrets:
+        m = self.message
+        if self._secrets:
             # One place for every error text, vendor words included (an error event or a
-            # quoted malformed line may echo the key).
-            error.message = redact(error.message, self._secrets)
-        self._asm.finalize(error)
+            # quoted malformed line may echo the key), and for the vendor's short strings.
+            # Content is the model's output and is left as sent (see README, "Secrets").
+            if error is not None:
+                error.message = redact(error.message, self._secrets)
+            if m.raw_stop_reason is not None:
+                m.raw_stop_reason = redact(m.raw_stop_reason, self._secrets)
+            if m.response_id is not None:
+                m.response_id = redact(m.response_id, self._secrets)
+        try:
+            self._asm.finalize(error)
+        except Exception as exc:  # a bug: the message still ends, as an error, never a raise
+            logger.debug("finalize failed: %s", redact(traceback.format_exc(), self._secrets))
+            m.stop_reason = "error"
+            m.error = StreamError(
+                kind="protocol", message=redact(f"{type(exc).__name__}: {exc}", self._secrets)
+            )
         if self._started is not None:
             self._record_timing()
-        self._queue.append(MessageEnd(self.message))
+        self._queue.append(MessageEnd(m))
 
     def _record_timing(self) -> None:
         m, started, first = self.message, self._started, self._asm.first_update
@@ -800,28 +864,52 @@ def vendor_error_text(body: bytes) -> tuple[str | None, str]:
 
 def vendor_error_fields(data: Any) -> tuple[str | None, str]:
     """(type, message) from `{"error": {...}}`, `{"type": "error", "error": {...}}` or a
-    bare error object; an OpenRouter upstream detail (`metadata.raw`) is appended."""
-    err = data.get("error", data) if isinstance(data, dict) else data
-    if isinstance(err, str):
+    bare error object; an OpenRouter upstream detail (`metadata.raw`) is appended.
+
+    Vendor JSON of any shape gives strings (never raises): a field of the wrong type is
+    shown as its JSON text, or skipped where a name is due."""
+    err = data.get("error", data) if type(data) is dict else data
+    if type(err) is str:
         return None, err
-    if not isinstance(err, dict):
-        return None, str(err)
-    kind = err.get("type") or err.get("code")
-    code = err.get("code")
-    message = str(err.get("message") or err.get("detail") or kind or "unknown error")
+    if type(err) is not dict:
+        return None, _as_text(err)
+    kind = _name(err.get("type")) or _name(err.get("code"))
+    code = _name(err.get("code"))
+    message = next(
+        (_as_text(v) for v in (err.get("message"), err.get("detail")) if v not in (None, "")),
+        kind or "unknown error",
+    )
     metadata = err.get("metadata")
-    raw = metadata.get("raw") if isinstance(metadata, dict) else None
-    if raw:
-        message += f"\n{raw}"
+    raw = metadata.get("raw") if type(metadata) is dict else None
+    if raw not in (None, ""):
+        message += f"\n{_as_text(raw)}"
     # A specific code (context_length_exceeded) says more than a generic type.
     if (
-        isinstance(code, str)
-        and code not in ("", kind)
+        code
+        and code != kind
         and kind == "invalid_request_error"
         and not code.isdigit()  # a proxy's "400" is a status (see `error_from_vendor`)
     ):
         kind = code
-    return (str(kind) if kind is not None else None), message
+    return kind, message
+
+
+def _name(value: Any) -> str | None:
+    """A vendor error type or code: a non-empty string, or an integer code as text."""
+    if type(value) is str:
+        return value or None
+    if type(value) is int:
+        return str(value)
+    return None
+
+
+def _as_text(value: Any) -> str:
+    if type(value) is str:
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)[:2000]
+    except (TypeError, ValueError):  # pragma: no cover - vendor JSON always dumps
+        return type(value).__name__
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
