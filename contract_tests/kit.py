@@ -51,15 +51,32 @@ class Fixture:
         return f"{self.api}/{self.name}"
 
 
+# --- what is under test -------------------------------------------------------------------
+# The suite runs on these; the pytest plugin (`stream_core.testing.pytest_plugin`) sets them
+# from `--stream-core-provider` / `--stream-core-fixtures` before the test modules load.
+
+UNDER_TEST: list[str] | None = None
+"""The APIs under test; None: every registered provider (the in-repo run)."""
+FIXTURE_DIRS: list[Path] = [FIXTURES]
+"""Folders holding one `<api>/` folder of recordings per API, searched in order."""
+
+
+def apis_under_test() -> list[str]:
+    if UNDER_TEST is not None:
+        return list(UNDER_TEST)
+    return [entry.api for entry in stream_core.list_providers()]
+
+
 def load_fixtures(api: str) -> list[Fixture]:
-    folder = FIXTURES / api
-    if not folder.is_dir():
-        return []
     out = []
-    for body in sorted(folder.glob("*.body")):
-        meta_path = body.with_suffix(".json")
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        out.append(Fixture(api, body.stem, body.read_bytes(), meta))
+    for base in FIXTURE_DIRS:
+        folder = base / api
+        if not folder.is_dir():
+            continue
+        for body in sorted(folder.glob("*.body")):
+            meta_path = body.with_suffix(".json")
+            meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+            out.append(Fixture(api, body.stem, body.read_bytes(), meta))
     return out
 
 

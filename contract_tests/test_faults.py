@@ -21,6 +21,7 @@ from stream_core.contract_tests.kit import (
     API_KEY,
     Fixture,
     Run,
+    apis_under_test,
     check_expect,
     framing,
     load_fixtures,
@@ -39,7 +40,7 @@ from stream_core import (
     fail_truncated_tool_calls,
 )
 
-APIS = [entry.api for entry in stream_core.list_providers()]
+APIS = apis_under_test()
 
 
 def _text_case(api: str) -> Fixture:
