@@ -264,7 +264,10 @@ def check_expect(message: AssistantMessage, expect: dict[str, Any]) -> None:
         assert message.error.kind == expect["error_kind"], message.error
     usage = message.usage.model_dump()
     for key, value in (expect.get("usage") or {}).items():
-        assert usage[key] == value, f"usage.{key} = {usage[key]}, expected {value}"
+        hint = ""
+        if value and usage[key] == 2 * value:
+            hint = " (twice the count: a cumulative snapshot added instead of set?)"
+        assert usage[key] == value, f"usage.{key} = {usage[key]}, expected {value}{hint}"
     if "content" in expect:
         got = [_summary(b) for b in message.content]
         want = expect["content"]

@@ -415,9 +415,12 @@ def test_every_provider_with_tools_has_a_length_cut_tool_call() -> None:
 def test_length_stop_fails_every_tool_call(fixture: Fixture) -> None:
     run = _run(fixture.api, [vendor_response(fixture.api, [fixture.body])])
     message = run.message
-    assert message.stop_reason == "length"
+    assert message.stop_reason == "length", (
+        f"stop_reason {message.stop_reason!r}: a stop by the output limit must end `length`, "
+        "with every tool call truncated (map the vendor's length reason to length)"
+    )
     calls = [b for b in message.content if isinstance(b, ToolCall)]
-    assert calls and all(c.truncated for c in calls)
+    assert calls and all(c.truncated for c in calls), "every tool call must be truncated"
     results = fail_truncated_tool_calls(message)
     assert [r.tool_call_id for r in results] == [c.id for c in calls]
     assert all(r.is_error for r in results)
