@@ -31,8 +31,7 @@ def _answers(api: str) -> list[Fixture]:
     return [
         f
         for f in load_fixtures(api)
-        if f.headers.get("content-type", "").startswith("application/json")
-        and int(f.meta.get("status") or 200) < 300
+        if not f.streamed and int(f.meta.get("status") or 200) < 300
     ]
 
 

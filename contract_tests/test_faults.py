@@ -49,6 +49,7 @@ def _text_case(api: str) -> Fixture:
         f
         for f in load_fixtures(api)
         if f.expect.get("stop_reason") == "stop"
+        and f.streamed
         and not f.expect.get("content_partial")
         and any(b["type"] == "text" for b in f.expect.get("content", []))
         and all(b["type"] in ("text", "thinking") for b in f.expect["content"])

@@ -93,9 +93,9 @@ def translator(asm: Assembler) -> Translator:
         elif event == "part_end":
             asm.end(("part", obj.get("part")))
         elif event == "usage":
-            asm.set_usage(
-                **{ours: optional_field(obj, theirs, int, event) for ours, theirs in USAGE_FIELDS.items()}
-            )
+            # Snapshots: set, never add (adding counts every token again).
+            counts = {k: optional_field(obj, v, int, event) for k, v in USAGE_FIELDS.items()}
+            asm.set_usage(**counts)
         elif event == "begin":
             asm.set_response_id(optional_field(obj, "id", str, event))
         elif event == "finish":
