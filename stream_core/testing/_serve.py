@@ -156,6 +156,12 @@ class FakeVendor(ThreadingHTTPServer):
                 self.log.write(line + "\n")
                 self.log.flush()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            return  # a client closing its kept-alive connection: normal
+        self.note(f"error answering {client_address}: {type(exc).__name__}: {exc}")
+
     def start(self) -> threading.Thread:
         """Serve from a daemon thread (tests); `shutdown()` stops it."""
         thread = threading.Thread(target=self.serve_forever, daemon=True)

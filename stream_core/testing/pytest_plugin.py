@@ -42,7 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="DIR",
-        help="folder with one <api>/ folder of recordings per API (repeatable)",
+        help="folder holding one <api>/ folder of recordings per API, or an <api>/ folder "
+        "itself (repeatable)",
     )
 
 
@@ -55,10 +56,13 @@ def pytest_configure(config: pytest.Config) -> None:
     apis = [api for name in modules for api in _register(importlib.import_module(name))]
     if apis:
         kit.UNDER_TEST = apis
-    dirs = [Path(f).resolve() for f in folders]
-    for d in dirs:
+    dirs = []
+    for folder in folders:
+        d = Path(folder).resolve()
         if not d.is_dir():
             raise pytest.UsageError(f"--stream-core-fixtures: {d} is not a folder")
+        # The API's own folder (`DIR/<api>/`) names its parent: recordings are found by API.
+        dirs.append(d.parent if any(d.glob("*.body")) else d)
     # A plugin is checked on its own recordings; the built-ins keep theirs beside any extra.
     kit.FIXTURE_DIRS = dirs if modules else [*kit.FIXTURE_DIRS, *dirs]
     suite = str(Path(str(kit.__file__)).parent)
