@@ -49,6 +49,7 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env["UV_PROJECT_ENVIRONMENT"] = str(target)
     deps = subprocess.run(
         [*uv, "sync", "--quiet", "--locked", "--offline", "--no-dev", "--extra", "testing",
+         "--compile-bytecode",
          "--no-install-project", "--python", sys.executable],
         cwd=ROOT, env=env, capture_output=True, text=True,
     )  # fmt: skip
@@ -56,7 +57,8 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("the locked dependencies are not in the uv cache (run uv sync)")
     assert deps.returncode == 0, deps.stderr
     python = target / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    _run([*uv, "pip", "install", "--quiet", "--offline", "--no-deps", "--python", str(python),
+    _run([*uv, "pip", "install", "--quiet", "--offline", "--no-deps", "--compile-bytecode",
+          "--python", str(python),
           str(wheel), str(EXAMPLES / "acme_provider"), str(EXAMPLES / "acme_broken")])  # fmt: skip
     return python
 
