@@ -44,6 +44,7 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
     state: dict[int, str] = {}  # content_index -> "open" | "ended"
     kinds: dict[int, str] = {}
     texts: dict[int, list[str]] = {}
+    started: dict[int, int] = {}  # content_index -> position of its start event
     next_index = 0
     for i, ev in enumerate(events):
         if i and isinstance(ev, MessageStart):
@@ -63,6 +64,7 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
             )
             next_index += 1
             state[idx], kinds[idx], texts[idx] = "open", kind, []
+            started[idx] = i
             continue
         assert idx in state, f"event {i}: {d.type} for content_index {idx} that never started"
         assert kinds[idx] == kind, f"event {i}: {d.type} on a {kinds[idx]} block {idx}"
@@ -72,7 +74,12 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
         else:
             state[idx] = "ended"
     still_open = [i for i, s in state.items() if s == "open"]
-    assert not still_open, f"rule: every started block ends before message_end; open: {still_open}"
+    assert not still_open, (
+        "rule: every started block ends before message_end; open: "
+        f"{still_open} ("
+        + ", ".join(f"block {i} {kinds[i]}_start at event {started[i]}" for i in still_open)
+        + f", message_end at event {len(events) - 1})"
+    )
     assert len(message.content) == next_index, (
         f"rule: message.content has {len(message.content)} blocks, {next_index} were started"
     )

@@ -49,19 +49,43 @@ class Fixture:
         headers.setdefault("content-type", "text/event-stream")
         return headers
 
+    @property
+    def streamed(self) -> bool:
+        """False for a non-streamed JSON answer (read by `WireAPI.parse_response`)."""
+        return not self.headers.get("content-type", "").startswith("application/json")
+
     def __repr__(self) -> str:  # shows in pytest ids and failures
         return f"{self.api}/{self.name}"
 
 
+# --- what is under test -------------------------------------------------------------------
+# The suite runs on these; the pytest plugin (`stream_core.testing.pytest_plugin`) sets them
+# from `--stream-core-provider` / `--stream-core-fixtures` before the test modules load.
+
+UNDER_TEST: list[str] | None = None
+"""The APIs under test; None: every registered provider (the in-repo run)."""
+FIXTURE_DIRS: list[Path] = [FIXTURES]
+"""Folders holding one `<api>/` folder of recordings per API, searched in order."""
+
+
+def apis_under_test() -> list[str]:
+    if UNDER_TEST is not None:
+        return list(UNDER_TEST)
+    # The scripted `faux` provider (registered once a test builds a faux model) is checked
+    # by its own tests: it has no vendor and so no recordings.
+    return [e.api for e in stream_core.list_providers() if e.source != "stream_core.testing"]
+
+
 def load_fixtures(api: str) -> list[Fixture]:
-    folder = FIXTURES / api
-    if not folder.is_dir():
-        return []
     out = []
-    for body in sorted(folder.glob("*.body")):
-        meta_path = body.with_suffix(".json")
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        out.append(Fixture(api, body.stem, body.read_bytes(), meta))
+    for base in FIXTURE_DIRS:
+        folder = base / api
+        if not folder.is_dir():
+            continue
+        for body in sorted(folder.glob("*.body")):
+            meta_path = body.with_suffix(".json")
+            meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+            out.append(Fixture(api, body.stem, body.read_bytes(), meta))
     return out
 
 
@@ -317,7 +341,10 @@ def check_expect(message: AssistantMessage, expect: dict[str, Any]) -> None:
         assert message.error.kind == expect["error_kind"], message.error
     usage = message.usage.model_dump()
     for key, value in (expect.get("usage") or {}).items():
-        assert usage[key] == value, f"usage.{key} = {usage[key]}, expected {value}"
+        hint = ""
+        if value and usage[key] == 2 * value:
+            hint = " (twice the count: a cumulative snapshot added instead of set?)"
+        assert usage[key] == value, f"usage.{key} = {usage[key]}, expected {value}{hint}"
     if "content" in expect:
         got = [_summary(b) for b in message.content]
         want = expect["content"]

@@ -22,6 +22,7 @@ from stream_core.contract_tests.kit import (
     API_KEY,
     Fixture,
     Run,
+    apis_under_test,
     check_expect,
     contract_context,
     contract_model,
@@ -42,7 +43,7 @@ from stream_core import (
     fail_truncated_tool_calls,
 )
 
-APIS = [entry.api for entry in stream_core.list_providers()]
+APIS = apis_under_test()
 
 
 def _text_case(api: str) -> Fixture:
@@ -51,6 +52,7 @@ def _text_case(api: str) -> Fixture:
         f
         for f in load_fixtures(api)
         if f.expect.get("stop_reason") == "stop"
+        and f.streamed
         and not f.expect.get("content_partial")
         and any(b["type"] == "text" for b in f.expect.get("content", []))
         and all(b["type"] in ("text", "thinking") for b in f.expect["content"])
@@ -422,9 +424,12 @@ def test_every_provider_with_tools_has_a_length_cut_tool_call() -> None:
 def test_length_stop_fails_every_tool_call(fixture: Fixture) -> None:
     run = _run(fixture.api, [vendor_response(fixture.api, [fixture.body])])
     message = run.message
-    assert message.stop_reason == "length"
+    assert message.stop_reason == "length", (
+        f"stop_reason {message.stop_reason!r}: a stop by the output limit must end `length`, "
+        "with every tool call truncated (map the vendor's length reason to length)"
+    )
     calls = [b for b in message.content if isinstance(b, ToolCall)]
-    assert calls and all(c.truncated for c in calls)
+    assert calls and all(c.truncated for c in calls), "every tool call must be truncated"
     results = fail_truncated_tool_calls(message)
     assert [r.tool_call_id for r in results] == [c.id for c in calls]
     assert all(r.is_error for r in results)

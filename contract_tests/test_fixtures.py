@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     Fixture,
+    apis_under_test,
     check_expect,
     crlf,
     framing,
@@ -25,14 +26,12 @@ from stream_core.contract_tests.kit import (
     whole,
 )
 
-import stream_core
-
-CASES = [f for entry in stream_core.list_providers() for f in load_fixtures(entry.api)]
+CASES = [f for api in apis_under_test() for f in load_fixtures(api)]
 
 
 def test_every_provider_has_recordings() -> None:
     """If this fails: add `contract_tests/fixtures/<api>/` with at least one case."""
-    missing = [e.api for e in stream_core.list_providers() if not load_fixtures(e.api)]
+    missing = [api for api in apis_under_test() if not load_fixtures(api)]
     assert not missing, f"providers without fixtures: {missing}"
 
 

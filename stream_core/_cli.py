@@ -14,6 +14,7 @@ leaves the machine.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -650,6 +651,46 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 1 if message.stop_reason in ("error", "aborted") else 0
 
 
+# --- serve and record -----------------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace, err: TextIO) -> int:
+    from .testing._serve import serve
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        return _usage_error(err, f"{root} is not a folder of recordings")
+    return serve(
+        root, args.host, args.port, chunk_size=args.chunk_size, delay=args.delay, out=err
+    )
+
+
+def _cmd_record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .testing._record import record
+
+    provider, _, model_id = args.model.partition("/")
+    if not provider or not model_id:
+        return _usage_error(err, f"expected PROVIDER/MODEL, got {args.model!r}")
+    try:
+        model = _chat_model(provider, model_id, args.base_url, args.reasoning is not None)
+        env, required = api_key_env(model)
+    except (KeyError, ValueError) as exc:
+        return _usage_error(err, str(exc.args[0]))
+    key = os.environ.get(env) if env else None
+    if required and not key:
+        return _usage_error(err, f"set {env} to use {provider}/{model_id}")
+    context = Context(system_prompt=args.system, messages=[UserMessage(content=args.prompt)])
+    options = StreamOptions(
+        max_tokens=args.max_tokens, reasoning=args.reasoning, base_url=args.base_url,
+        max_retries=0,
+    )  # fmt: skip
+    message, body, meta = anyio.run(
+        functools.partial(record, model, context, options, Path(args.output), api_key=key)
+    )
+    out.write(f"wrote {body} and {meta}: {_summary(message)}\n")
+    return 1 if message.stop_reason in ("error", "aborted") else 0
+
+
 # --- models ---------------------------------------------------------------------------------
 
 
@@ -810,6 +851,41 @@ def _parser() -> argparse.ArgumentParser:
         choices=["minimal", "low", "medium", "high"],
         help="ask for thinking at this effort (reasoning models)",
     )
+    serve = sub.add_parser(
+        "serve",
+        help="serve a folder of recordings as a fake vendor on loopback",
+        description="Serve recordings (DIR/<api>/<model>.body with its .json) as a fake "
+        "vendor: every API's path is answered, and the model the request names picks the "
+        "recording by file name (unknown: the vendor's 404). Logs each request to stderr.",
+    )
+    serve.add_argument("dir", metavar="DIR", help="folder of recordings")
+    serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
+    serve.add_argument(
+        "--chunk-size", type=_positive_int, metavar="N",
+        help="send N bytes per chunk (default: one chunk per vendor event)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--delay", type=_speed, default=0.0, metavar="SECONDS", help="pause before each chunk"
+    )
+
+    rec = sub.add_parser(
+        "record",
+        help="make a live call and write it as a recording (NAME.body, NAME.json)",
+        description="Make a live call and write the vendor's raw body as NAME.body and its "
+        "metadata with `expect` as NAME.json, in the contract fixtures' format. Keys, auth "
+        "values, account ids and cookies are scrubbed.",
+    )
+    rec.add_argument("model", metavar="PROVIDER/MODEL", help="e.g. anthropic/claude-sonnet-4-5")
+    rec.add_argument("prompt", help="what to ask")
+    rec.add_argument("-o", "--output", required=True, metavar="NAME", help="path without suffix")
+    rec.add_argument("--base-url", metavar="URL", help="send the request here instead")
+    rec.add_argument("--system", help="system prompt")
+    rec.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
+    rec.add_argument(
+        "--reasoning", choices=["minimal", "low", "medium", "high"], help="ask for thinking"
+    )
+
     models = sub.add_parser(
         "models",
         help="list the catalog's models: window, prices, reasoning, images",
@@ -837,6 +913,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_chat(args, out, err)
         if args.command == "models":
             return _cmd_models(args, out, err)
+        if args.command == "serve":
+            return _cmd_serve(args, err)
+        if args.command == "record":
+            return _cmd_record(args, out, err)
     except KeyboardInterrupt:
         err.write("\ninterrupted\n")
         return 130
@@ -845,4 +925,4 @@ def main(argv: list[str] | None = None) -> int:
         _silence(out)
         return 1
     parser.print_usage(err)
-    return _usage_error(err, "choose a command: demo, replay, chat or models")
+    return _usage_error(err, "choose a command: demo, replay, chat, models, serve or record")

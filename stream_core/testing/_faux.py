@@ -1,0 +1,360 @@
+"""The `faux` provider: a scripted model for testing code that uses stream-core.
+
+Each turn is turned into a body in a tiny private NDJSON framing and served by an
+in-memory transport, so the answer runs through the real pipeline (decoder, assembler,
+grammar, retries, timeouts, cancel) exactly as a vendor's would; nothing leaves the process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from pydantic import PrivateAttr
+
+from .._assembler import Assembler, StopRule
+from .._errors import RETRYABLE_KINDS, StreamFailure
+from .._fields import as_object, optional_field
+from .._models import Model
+from .._options import StreamOptions
+from .._registry import get_provider, register_provider
+from .._sse import NDJSONBytesDecoder
+from .._stream import AssistantStream, Translator, WireAPI, WireRequest, parse_json
+from .._types import (
+    AssistantMessage,
+    Context,
+    ErrorKind,
+    StreamError,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
+
+API = "faux"
+
+_STOP_REASONS: dict[str, StopRule] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_use": "tool_use",
+    "refusal": "refusal",
+    "content_filter": "content_filter",
+}
+_USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
+
+
+@dataclass(frozen=True)
+class FauxTurn:
+    """One scripted answer: the frames of its body, and how the body ends."""
+
+    frames: tuple[dict[str, Any], ...]
+    stall_after: int | None = None
+    """Send this many frames, then nothing more, ever (an idle timeout's case)."""
+    cut_after: int | None = None
+    """Send this many frames, then close the body (a dropped connection's case)."""
+    status: int = 200
+    http_body: bytes = b""
+    """With a status other than 200: the error body sent instead of a stream."""
+
+
+def faux_text(text: str, *, usage: Usage | None = None) -> FauxTurn:
+    """A plain text answer."""
+    return faux_message(_message([TextContent(text=text)], usage))
+
+
+def faux_tool_call(
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    id: str | None = None,
+    text: str | None = None,
+    usage: Usage | None = None,
+) -> FauxTurn:
+    """An answer calling one tool (after `text`, if given); ends `tool_use`."""
+    blocks: list[TextContent | ThinkingContent | ToolCall] = []
+    if text:
+        blocks.append(TextContent(text=text))
+    blocks.append(ToolCall(id=id or f"call_{name}", name=name, arguments=arguments))
+    return faux_message(_message(blocks, usage))
+
+
+def _message(
+    blocks: Sequence[TextContent | ThinkingContent | ToolCall], usage: Usage | None
+) -> AssistantMessage:
+    return AssistantMessage(
+        api=API, provider="faux", model="faux", content=list(blocks), usage=usage or Usage()
+    )
+
+
+def faux_error(
+    kind: ErrorKind, message: str | None = None, *, status: int | None = None
+) -> FauxTurn:
+    """An answer that fails with `kind`: an error event in the stream, or with `status` an
+    HTTP error response. A retryable kind is retried by the pipeline like a vendor's
+    error, and the retry takes the script's next turn (set `max_retries=0` to see it)."""
+    text = message or f"faux {kind} error"
+    if status is not None:
+        body = json.dumps({"error": {"type": kind, "message": text}}).encode()
+        return FauxTurn(frames=(), status=status, http_body=body)
+    return FauxTurn(frames=({"error": {"kind": kind, "message": text}},))
+
+
+def faux_stall(turn: FauxTurn | str | None = None, *, after: int = 0) -> FauxTurn:
+    """Send the first `after` frames of `turn`, then hang (exercises `idle_timeout`)."""
+    base = _as_turn(turn if turn is not None else "")
+    return dataclasses.replace(base, stall_after=after)
+
+
+def faux_cut(turn: FauxTurn | AssistantMessage | str, *, after: int) -> FauxTurn:
+    """Send the first `after` frames of `turn`, then close the body early (EOF)."""
+    return dataclasses.replace(_as_turn(turn), cut_after=after)
+
+
+def faux_message(message: AssistantMessage) -> FauxTurn:
+    """A turn answering exactly `message`: its blocks, stop reason and usage."""
+    frames: list[dict[str, Any]] = []
+    for i, block in enumerate(message.content):
+        if isinstance(block, TextContent):
+            frames.append({"b": i, "text": block.text})
+        elif isinstance(block, ThinkingContent):
+            frame: dict[str, Any] = {"b": i, "thinking": block.thinking}
+            if block.signature:
+                frame["signature"] = block.signature
+            frames.append(frame)
+        elif isinstance(block, ToolCall):
+            args = block.partial_json if block.truncated else json.dumps(block.arguments)
+            frames.append({"b": i, "tool": {"id": block.id, "name": block.name}, "args": args})
+        else:
+            continue
+        frames.append({"end": i})
+    if message.stop_reason in ("error", "aborted") and message.error is not None:
+        frames.append({"error": {"kind": message.error.kind, "message": message.error.message}})
+        return FauxTurn(frames=tuple(frames))
+    stop = message.stop_reason
+    if stop == "stop" and any(isinstance(b, ToolCall) for b in message.content):
+        stop = "tool_use"
+    usage = {k: getattr(message.usage, k) for k in _USAGE_FIELDS}
+    frames.append({"done": {"stop": stop, "usage": usage}})
+    return FauxTurn(frames=tuple(frames))
+
+
+def _as_turn(turn: FauxTurn | AssistantMessage | str) -> FauxTurn:
+    if isinstance(turn, FauxTurn):
+        return turn
+    if isinstance(turn, AssistantMessage):
+        return faux_message(turn)
+    if isinstance(turn, str):
+        return faux_text(turn)
+    raise TypeError(
+        f"a faux turn is a FauxTurn, AssistantMessage or str, not {type(turn).__name__}"
+    )
+
+
+@dataclass
+class _Script:
+    turns: list[FauxTurn]
+    chunk_size: int | None
+    delay: float
+    contexts: list[Context] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    served: int = 0
+    client: httpx.AsyncClient | None = None
+
+    def next_response(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(json.loads(request.content))
+        if self.served >= len(self.turns):
+            self.served += 1
+            frame = {
+                "error": {
+                    "kind": "invalid_request",
+                    "message": f"faux script exhausted: {len(self.turns)} turn(s) scripted, "
+                    f"this is request {self.served}",
+                }
+            }
+            return _ndjson(b"".join(_lines([frame])))
+        turn = self.turns[self.served]
+        self.served += 1
+        if turn.status != 200:
+            headers = {"content-type": "application/json"}
+            return httpx.Response(turn.status, headers=headers, content=turn.http_body)
+        frames = list(self._split(turn.frames))
+        if turn.cut_after is not None or turn.stall_after is not None:
+            # `after` counts the turn's own frames, before any chunk_size split.
+            limit = turn.cut_after if turn.cut_after is not None else turn.stall_after
+            frames = list(self._split(turn.frames[:limit]))
+        return _ndjson(self._body(frames, stall=turn.stall_after is not None))
+
+    def _split(self, frames: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+        size = self.chunk_size
+        for frame in frames:
+            key = next((k for k in ("text", "thinking", "args") if k in frame), None)
+            value = frame.get(key) if key else None
+            if size is None or not isinstance(value, str) or len(value) <= size:
+                yield frame
+                continue
+            for n, start in enumerate(range(0, len(value), size)):
+                piece = {k: v for k, v in frame.items() if n == 0 or k in ("b", key)}
+                piece[key] = value[start : start + size]  # type: ignore[index]
+                yield piece
+
+    async def _body(self, frames: Sequence[dict[str, Any]], *, stall: bool) -> AsyncIterator[bytes]:
+        for line in _lines(frames):
+            if self.delay:
+                await anyio.sleep(self.delay)
+            yield line
+        if stall:
+            await anyio.sleep(math.inf)
+
+
+def _lines(frames: Iterable[dict[str, Any]]) -> list[bytes]:
+    return [json.dumps(f).encode() + b"\n" for f in frames]
+
+
+def _ndjson(content: Any) -> httpx.Response:
+    return httpx.Response(200, headers={"content-type": "application/x-ndjson"}, content=content)
+
+
+class FauxModel(Model):
+    """A `Model` whose answers are scripted; see `faux_model`."""
+
+    _script: _Script = PrivateAttr()
+
+    @property
+    def contexts(self) -> list[Context]:
+        """The context of every call, in order: what the code under test sent."""
+        return self._script.contexts
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request body the pipeline sent (retries included): model, messages, ..."""
+        return self._script.requests
+
+    @property
+    def remaining(self) -> int:
+        """Turns not yet served."""
+        return max(0, len(self._script.turns) - self._script.served)
+
+
+_ids = itertools.count(1)
+
+
+def faux_model(
+    turns: Sequence[FauxTurn | AssistantMessage | str],
+    *,
+    chunk_size: int | None = None,
+    delay: float = 0.0,
+    id: str | None = None,
+) -> FauxModel:
+    """A model (api `faux`) answering successive calls with `turns`, in order.
+
+    Text, thinking and tool-call arguments stream in deltas of `chunk_size` characters
+    (whole when None), `delay` seconds apart. A call past the end of the script ends with
+    an `invalid_request` error naming the exhaustion.
+    """
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    _ensure_registered()
+    model = FauxModel(
+        id=id or f"faux-{next(_ids)}",
+        name="faux",
+        api=API,
+        provider="faux",
+        base_url="http://faux.invalid",
+        reasoning=True,
+        input=["text", "image"],
+    )
+    model._script = _Script([_as_turn(t) for t in turns], chunk_size, delay)
+    return model
+
+
+def stream(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    if not isinstance(model, FauxModel):
+        raise TypeError("the faux provider serves models made by stream_core.testing.faux_model")
+    script = model._script
+    if script.client is None:
+        # One in-memory client per script: no sockets, so it is safe across event loops.
+        script.client = httpx.AsyncClient(transport=httpx.MockTransport(script.next_response))
+    opts = dataclasses.replace(options or StreamOptions(), client=script.client)
+    s = WIRE.open(model, context, opts)
+    script.contexts.append(s._context)
+    return s
+
+
+# --- wire ---------------------------------------------------------------------------------
+
+
+def _build(model: Model, context: Context, options: StreamOptions) -> WireRequest:
+    payload = {"model": model.id, **context.model_dump(mode="json", exclude_none=True)}
+    if options.max_tokens is not None:
+        payload["max_tokens"] = options.max_tokens
+    return WireRequest(url="http://faux.invalid/v1/faux", payload=payload)
+
+
+def _translator(asm: Assembler) -> Translator:
+    def translate(event: str, data: str) -> None:
+        frame = as_object(parse_json(data, "line"), "line")
+        error = frame.get("error")
+        if error is not None:
+            err = as_object(error, "line.error")
+            kind = optional_field(err, "kind", str, "line.error") or "server"
+            message = optional_field(err, "message", str, "line.error") or ""
+            raise StreamFailure(
+                StreamError(
+                    kind=kind,  # type: ignore[arg-type]
+                    message=message,
+                    retryable=kind in RETRYABLE_KINDS,
+                )
+            )
+        if "end" in frame:
+            asm.end(("b", frame["end"]))
+        elif "text" in frame:
+            asm.text(("b", frame.get("b")), frame["text"])
+        elif "thinking" in frame:
+            asm.thinking(("b", frame.get("b")), frame["thinking"], signature=frame.get("signature"))
+        elif "args" in frame:
+            tool = as_object(frame.get("tool") or {}, "line.tool")
+            asm.tool_call(
+                ("b", frame.get("b")),
+                frame["args"],
+                id=optional_field(tool, "id", str, "line.tool"),
+                name=optional_field(tool, "name", str, "line.tool"),
+            )
+        elif "done" in frame:
+            done = as_object(frame["done"], "line.done")
+            asm.set_stop_reason(optional_field(done, "stop", str, "line.done"))
+            usage = as_object(done.get("usage") or {}, "line.done.usage")
+            asm.set_usage(**{k: usage[k] for k in _USAGE_FIELDS if k in usage})
+            asm.finished = True
+
+    return translate
+
+
+WIRE = WireAPI(
+    api=API,
+    terminal_event='a line with "done"',
+    stop_reasons=_STOP_REASONS,
+    build_request=_build,
+    auth_headers=lambda model, key: {},
+    translator=_translator,
+    api_key_env=lambda model: None,
+    key_required=lambda model: False,
+    decoder=NDJSONBytesDecoder,
+)
+
+
+def _ensure_registered() -> None:
+    try:
+        if get_provider(API).stream is stream:
+            return
+    except ValueError:
+        pass
+    register_provider(API, stream, source="stream_core.testing", wire=WIRE)

@@ -1,0 +1,100 @@
+"""The contract suite as a pytest plugin, for a provider written outside this repo.
+
+    pytest --stream-core-provider=my_pkg.my_provider --stream-core-fixtures=tests/recordings
+
+runs every contract test (grammar, `expect`, chunking invariance, scripted faults) on the
+APIs that module serves, over the recordings in `DIR/<api>/*.body` (+ `.json`). Without
+the options the plugin does nothing. Installed by the `testing` extra (respx, hypothesis).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import stream_core
+from stream_core import WireAPI
+
+# The kit's plain asserts show their operands on failure, as a test module's do; this
+# must be said before the kit is first imported.
+pytest.register_assert_rewrite(
+    "stream_core.contract_tests.grammar", "stream_core.contract_tests.kit"
+)
+
+_SOURCE = "stream-core-kit"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("stream-core", "stream-core contract suite")
+    group.addoption(
+        "--stream-core-provider",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="provider module to run the contract suite on (repeatable)",
+    )
+    group.addoption(
+        "--stream-core-fixtures",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="folder holding one <api>/ folder of recordings per API, or an <api>/ folder "
+        "itself (repeatable)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    modules: list[str] = config.getoption("stream_core_provider")
+    folders: list[str] = config.getoption("stream_core_fixtures")
+    if not modules and not folders:
+        return
+    kit: Any = importlib.import_module("stream_core.contract_tests.kit")
+    apis = [api for name in modules for api in _register(importlib.import_module(name))]
+    if apis:
+        kit.UNDER_TEST = apis
+    dirs = []
+    for folder in folders:
+        d = Path(folder).resolve()
+        if not d.is_dir():
+            raise pytest.UsageError(f"--stream-core-fixtures: {d} is not a folder")
+        # The API's own folder (`DIR/<api>/`) names its parent: recordings are found by API.
+        dirs.append(d.parent if any(d.glob("*.body")) else d)
+    # A plugin is checked on its own recordings; the built-ins keep theirs beside any extra.
+    kit.FIXTURE_DIRS = dirs if modules else [*kit.FIXTURE_DIRS, *dirs]
+    suite = str(Path(str(kit.__file__)).parent)
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        if suite not in config.args:
+            config.args.append(suite)
+    else:
+        config.args[:] = [suite]  # no paths given: run the suite alone
+
+
+def _register(module: ModuleType) -> list[str]:
+    """Serve the module's APIs with it, over anything installed for the same names."""
+    api = getattr(module, "API", None)
+    fn = getattr(module, "stream", None)
+    if not isinstance(api, str) or not callable(fn):
+        raise pytest.UsageError(f"{module.__name__} must export API: str and stream()")
+    wire = getattr(module, "WIRE", None)
+    stream_core.register_provider(
+        api, fn, source=_SOURCE, wire=wire if isinstance(wire, WireAPI) else None
+    )
+    apis = [api]
+    for other in getattr(module, "WIRES", ()):
+        if isinstance(other, WireAPI) and other.api != api:
+            stream_core.register_provider(other.api, other.open, source=_SOURCE, wire=other)
+            apis.append(other.api)
+    return apis
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    modules: list[str] = config.getoption("stream_core_provider")
+    if not modules:
+        return None
+    kit = importlib.import_module("stream_core.contract_tests.kit")
+    dirs = ", ".join(str(d) for d in kit.FIXTURE_DIRS)
+    return f"stream-core contract suite: {', '.join(kit.apis_under_test())} over {dirs}"
