@@ -187,8 +187,16 @@ def _url(model: Model, options: StreamOptions) -> str:
         if f"//{_AZURE_RESOURCE}." in base:
             resource = os.environ.get("AZURE_OPENAI_RESOURCE_NAME")
             base = os.environ.get("AZURE_OPENAI_BASE_URL", "").rstrip("/") or (
-                base.replace(f"//{_AZURE_RESOURCE}.", f"//{resource}.") if resource else base
+                base.replace(f"//{_AZURE_RESOURCE}.", f"//{resource}.") if resource else ""
             )
+            if not base:
+                raise StreamFailure(
+                    StreamError(
+                        kind="invalid_request",
+                        message="no Azure OpenAI endpoint: set AZURE_OPENAI_RESOURCE_NAME or "
+                        "AZURE_OPENAI_BASE_URL, or give the model its base_url",
+                    )
+                )
         version = version or os.environ.get("AZURE_OPENAI_API_VERSION")
         if not version and not base.endswith("/v1"):
             version = _AZURE_CLASSIC_VERSION

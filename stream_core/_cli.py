@@ -385,6 +385,14 @@ _DEMO: tuple[_Recording, ...] = (
         ),
     ),
     _Recording(
+        "openai-responses-reasoning-tool.body",
+        "OpenAI Responses: reasoning summary, a commentary message, then a function call",
+        "openai",
+        "gpt-5.1",
+        "Can I walk out to Mont-Saint-Michel tomorrow morning?",
+        (_tool("get_tides", "Tide times for a place", place="string", date="string"),),
+    ),
+    _Recording(
         "anthropic-overloaded.body",
         "Anthropic Messages: the vendor overloads mid-answer",
         "anthropic",
@@ -409,7 +417,7 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         style(
             _DIM,
-            "Three recorded vendor streams, replayed offline through the real "
+            f"{len(_DEMO)} recorded vendor streams, replayed offline through the real "
             "provider code (no network, no API key).",
         )
         + "\n"
@@ -623,8 +631,8 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="replay three bundled recordings offline (no API key needed)",
-        description="Replay three bundled, synthetic vendor recordings through the real "
+        help="replay the bundled recordings offline (no API key needed)",
+        description="Replay the bundled, synthetic vendor recordings through the real "
         "provider code, drawn as they stream. Offline; no API key needed.",
     )
     demo.add_argument(

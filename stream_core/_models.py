@@ -82,6 +82,10 @@ _OPENAI = ("openai", "openai-completions", "https://api.openai.com/v1")
 _GROQ = ("groq", "openai-completions", "https://api.groq.com/openai/v1")
 _XAI = ("xai", "openai-completions", "https://api.x.ai/v1")
 _DEEPSEEK = ("deepseek", "openai-completions", "https://api.deepseek.com")
+_OPENAI_RESPONSES = ("openai", "openai-responses", "https://api.openai.com/v1")
+# `RESOURCE` is replaced from AZURE_OPENAI_RESOURCE_NAME (or the whole URL from
+# AZURE_OPENAI_BASE_URL); the id is the deployment name unless `extra["deployment"]` says.
+_AZURE = ("azure-openai", "openai-responses", "https://RESOURCE.openai.azure.com/openai/v1")
 
 # Published list prices (USD / million tokens) at the time of writing; check before billing.
 _CATALOG: list[Model] = [
@@ -203,6 +207,51 @@ _CATALOG: list[Model] = [
         prices=(1.1, 4.4, 0.275, None),
         context=200_000,
         max_tokens=100_000,
+        reasoning=True,
+    ),
+    _m(
+        *_OPENAI_RESPONSES,
+        "gpt-5.1",
+        "GPT-5.1",
+        prices=(1.25, 10, 0.125, None),
+        context=400_000,
+        max_tokens=128_000,
+        reasoning=True,
+    ),
+    _m(
+        *_OPENAI_RESPONSES,
+        "gpt-5-codex",
+        "GPT-5 Codex",
+        prices=(1.25, 10, 0.125, None),
+        context=400_000,
+        max_tokens=128_000,
+        reasoning=True,
+    ),
+    _m(
+        *_OPENAI_RESPONSES,
+        "gpt-5-nano",
+        "GPT-5 nano",
+        prices=(0.05, 0.4, 0.005, None),
+        context=400_000,
+        max_tokens=128_000,
+        reasoning=True,
+    ),
+    _m(
+        *_OPENAI_RESPONSES,
+        "o3",
+        "o3",
+        prices=(2, 8, 0.5, None),
+        context=200_000,
+        max_tokens=100_000,
+        reasoning=True,
+    ),
+    _m(
+        *_AZURE,
+        "gpt-5-mini",
+        "GPT-5 mini (Azure)",
+        prices=(0.25, 2, 0.025, None),
+        context=400_000,
+        max_tokens=128_000,
         reasoning=True,
     ),
     _m(

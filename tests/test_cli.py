@@ -29,6 +29,7 @@ THINKING = FIXTURES / "anthropic-messages" / "llm-anthropic__test_stream_events_
 DEMO_FILES = (
     "anthropic-thinking-tool.body",
     "openai-parallel-tools.body",
+    "openai-responses-reasoning-tool.body",
     "anthropic-overloaded.body",
 )
 
@@ -55,7 +56,7 @@ def without_timestamp(text: str) -> dict[str, Any]:
 # --- demo -----------------------------------------------------------------------------------
 
 
-def test_demo_shows_all_three_recordings(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_shows_every_recording(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "demo", "--speed", "0")
     assert code == 0
     # (a) thinking, text, one streamed tool call with parsed arguments, tool_use stop
@@ -68,12 +69,16 @@ def test_demo_shows_all_three_recordings(capsys: pytest.CaptureFixture[str]) -> 
     assert "tool call get_weather" in out and "tool call get_time" in out
     assert '"city": "Paris"' in out and '"tz": "Europe/Paris"' in out
     assert "stop: tool_use (raw: tool_calls)" in out
-    # (c) the mid-stream error, with the partial text kept
+    # (c) Responses: summary parts as one thinking block, text, a call by its call_id
+    assert "**Checking the tide**" in out and "**Plan**" in out
+    assert "tool call get_tides (#2, id call_demo_0001)" in out
+    assert "stop: tool_use (raw: completed)" in out
+    # (d) the mid-stream error, with the partial text kept
     assert "Here is the first part of a longer answer that never finishes" in out
     assert "error: overloaded: Overloaded" in out
     assert "stop: error" in out
     # catalog models, so a price: cost in USD on every summary line
-    assert len(re.findall(r"cost: \$\d+\.\d{6}", out)) == 3
+    assert len(re.findall(r"cost: \$\d+\.\d{6}", out)) == len(DEMO_FILES)
     assert "\x1b" not in out  # not a terminal: plain text
 
 

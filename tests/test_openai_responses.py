@@ -77,11 +77,14 @@ async def _run_model(
     model: Model,
     response: httpx.Response,
     context: Context | None = None,
+    *,
+    host: str | None = None,
     **opts: Any,
 ) -> Run:
     events: list[Any] = []
     with respx.mock(assert_all_mocked=True) as mock:
-        route = mock.route(host=httpx.URL(model.base_url).host).mock(return_value=response)
+        host = host or httpx.URL(model.base_url).host
+        route = mock.route(host=host).mock(return_value=response)
         ctx = context or Context(messages=[UserMessage(content="hi")])
         async with stream_core.stream(model, ctx, options(**opts)) as s:
             async for event in s:
@@ -90,11 +93,13 @@ async def _run_model(
     return Run(events, message, route.call_count, [c.request for c in route.calls])
 
 
-def _sent(context: Context, model: Model = TARGET, **opts: Any) -> httpx.Request:
+def _sent(
+    context: Context, model: Model = TARGET, *, host: str | None = None, **opts: Any
+) -> httpx.Request:
     body = b"".join([_ev("response.created", response=_response("in_progress")), COMPLETED])
 
     async def main() -> Run:
-        return await _run_model(model, sse_response([body]), context, **opts)
+        return await _run_model(model, sse_response([body]), context, host=host, **opts)
 
     run = anyio.run(main)
     assert run.message.stop_reason == "stop", run.message.error
@@ -626,3 +631,22 @@ def test_key_env_per_provider() -> None:
     assert stream_core.api_key_env(TARGET) == ("OPENAI_API_KEY", True)
     assert stream_core.api_key_env(azure) == ("AZURE_OPENAI_API_KEY", True)
     assert stream_core.api_key_env(local) == ("MY_VLLM_API_KEY", False)
+
+
+def test_catalog_azure_model_takes_its_endpoint_from_the_environment(monkeypatch: Any) -> None:
+    model = stream_core.get_model("azure-openai", "gpt-5-mini")
+    context = Context(messages=[UserMessage(content="hi")])
+    monkeypatch.delenv("AZURE_OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("AZURE_OPENAI_RESOURCE_NAME", "myres")
+    request = _sent(context, model, host="myres.openai.azure.com")
+    assert str(request.url) == "https://myres.openai.azure.com/openai/v1/responses"
+    assert json.loads(request.content)["model"] == "gpt-5-mini"
+
+    monkeypatch.delenv("AZURE_OPENAI_RESOURCE_NAME")
+
+    async def main() -> stream_core.AssistantMessage:
+        return await stream_core.complete(model, context, options())
+
+    message = anyio.run(main)
+    assert message.error is not None and message.error.kind == "invalid_request"
+    assert "AZURE_OPENAI_RESOURCE_NAME" in message.error.message
