@@ -337,6 +337,9 @@ def _text_signature(signature: str | None) -> dict[str, Any]:
 # --- response -----------------------------------------------------------------------------
 
 _MESSAGE, _REASONING, _CALL, _DONE = "message", "reasoning", "function_call", "done"
+# `response.done` is what the ChatGPT (codex) backend and some proxies send instead of
+# `response.completed`; its `status` says how the response ended.
+_TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed", "response.done")
 
 
 class _Items:
@@ -405,7 +408,7 @@ def _translator(asm: Assembler) -> Translator:
             response = optional_field(obj, "response", dict, kind)
             if response is not None:
                 asm.set_response_id(optional_field(response, "id", str, f"{kind}.response"))
-        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+        elif kind in _TERMINAL_EVENTS:
             _terminal(items, required_field(obj, "response", dict, kind), kind)
         elif kind == "error":
             _error_event(obj)
@@ -438,15 +441,22 @@ def _item_added(items: _Items, key: Hashable, item: dict[str, Any]) -> None:
     itype = optional_field(item, "type", str, where)
     items.seen = True
     if itype == _CALL:
+        asm = items.asm
         items.kinds[key] = _CALL
-        items.asm.start_tool_call(
-            key,
-            id=optional_field(item, "call_id", str, where) or "",
-            name=optional_field(item, "name", str, where) or "",
-        )
-        arguments = optional_field(item, "arguments", str, where)
-        if arguments:
-            items.asm.tool_call(key, arguments)
+        call_id = optional_field(item, "call_id", str, where) or ""
+        name = optional_field(item, "name", str, where) or ""
+        if isinstance(asm.block(key), ToolCall):
+            # Its argument deltas came first: the call exists, it learns its id and name.
+            asm.tool_call(key, "", id=call_id or None, name=name or None)
+        else:
+            asm.start_tool_call(key, id=call_id, name=name)
+            arguments = optional_field(item, "arguments", str, where)
+            if arguments:
+                asm.tool_call(key, arguments)
+        block = asm.block(key)
+        item_id = optional_field(item, "id", str, where)
+        if item_id and isinstance(block, ToolCall):
+            block.thought_signature = item_id  # also right if the stream ends before done
     elif itype in (_MESSAGE, _REASONING):
         # Blocks start at their first text, so an item with none leaves no empty block.
         items.kinds[key] = itype

@@ -650,3 +650,17 @@ def test_catalog_azure_model_takes_its_endpoint_from_the_environment(monkeypatch
     message = anyio.run(main)
     assert message.error is not None and message.error.kind == "invalid_request"
     assert "AZURE_OPENAI_RESOURCE_NAME" in message.error.message
+
+
+def test_arguments_before_their_item_and_response_done_as_the_terminal_event() -> None:
+    item = {"id": "fc_3", "type": "function_call", "call_id": "call_3", "name": "f"}
+    run = _run(
+        _ev("response.function_call_arguments.delta", item_id="fc_3", output_index=0, delta="{"),
+        _ev("response.output_item.added", output_index=0, item={**item, "arguments": ""}),
+        _ev("response.function_call_arguments.delta", item_id="fc_3", output_index=0, delta="}"),
+        _ev("response.done", response=_response(usage=USAGE)),
+    )
+    (call,) = run.message.content
+    assert isinstance(call, ToolCall) and call.arguments == {} and not call.truncated
+    assert call.id == "call_3" and call.name == "f" and call.thought_signature == "fc_3"
+    assert run.message.stop_reason == "tool_use" and run.message.usage.output == 30
