@@ -21,6 +21,13 @@ item that followed it, by id):
 
 `store: false` is sent by default, so the history is the context: `previous_response_id` is
 never used.
+
+`StreamOptions.extra` knobs: `reasoning_summary` ("auto" by default when reasoning is asked
+for; "concise", "detailed", or None to leave it out), `store`, `service_tier`,
+`tool_choice`; for Azure `deployment` (else `model.compat["deployment"]`, else the model id)
+and `api_version` (else `AZURE_OPENAI_API_VERSION`; the `/openai/v1` API needs none, a
+classic `.../openai` base URL gets a default). The tier the response was billed at is kept
+as `message.service_tier` (outside the schema; flex and priority change the price).
 """
 
 from __future__ import annotations
