@@ -27,7 +27,8 @@ for; "concise", "detailed", or None to leave it out), `store`, `service_tier`,
 `tool_choice`; for Azure `deployment` (else `model.compat["deployment"]`, else the model id)
 and `api_version` (else `AZURE_OPENAI_API_VERSION`; the `/openai/v1` API needs none, a
 classic `.../openai` base URL gets a default). The tier the response was billed at is kept
-as `message.service_tier` (outside the schema; flex and priority change the price).
+as `message.service_tier` (outside the schema), and the cost uses that tier's price (flex
+half, priority double the list price).
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ _USAGE_PATHS: dict[str, tuple[str, ...]] = {
     "cache_write": ("input_tokens_details", "cache_write_tokens"),
     "reasoning": ("output_tokens_details", "reasoning_tokens"),
 }
+
+# Price factor of the service tier a response was billed at (OpenAI; Azure bills by
+# deployment type instead). Other tiers (`default`, `auto`, `scale`) are list price.
+_TIER_PRICE_FACTORS: dict[str, float] = {"flex": 0.5, "priority": 2.0}
 
 # Provider -> environment variable with its key (others: `<PROVIDER>_API_KEY`, optional).
 _KEY_ENV: dict[str, str] = {
@@ -587,6 +592,12 @@ def _terminal(items: _Items, response: dict[str, Any], kind: str) -> None:
     if tier is not None:
         # Not in the schema: a record of the tier billed (flex and priority change prices).
         asm.message.service_tier = tier  # type: ignore[attr-defined]
+        factor = _TIER_PRICE_FACTORS.get(tier)
+        if factor is not None and not _is_azure(asm.model):
+            # The cost is computed from the assembler's model: give it the tier's prices.
+            prices = asm.model.prices
+            scaled = {k: v * factor for k, v in prices.model_dump().items() if v is not None}
+            asm.model = asm.model.model_copy(update={"prices": prices.model_copy(update=scaled)})
     if not items.seen:
         # Nothing streamed (a server that sends only the final response): read it whole.
         for index, raw in enumerate(optional_field(response, "output", list, where) or ()):

@@ -664,3 +664,19 @@ def test_arguments_before_their_item_and_response_done_as_the_terminal_event() -
     assert isinstance(call, ToolCall) and call.arguments == {} and not call.truncated
     assert call.id == "call_3" and call.name == "f" and call.thought_signature == "fc_3"
     assert run.message.stop_reason == "tool_use" and run.message.usage.output == 30
+
+
+def test_flex_and_priority_tiers_change_the_cost() -> None:
+    priced = TARGET.model_copy(
+        update={"prices": stream_core.ModelPrices(input=1.0, output=10.0, cache_read=0.1)}
+    )
+    costs = {}
+    for tier in ("default", "flex", "priority"):
+        done = _ev("response.completed", response=_response(usage=USAGE, service_tier=tier))
+        m = _run(done, model=priced).message
+        assert m.usage.cost is not None and m.model_dump()["service_tier"] == tier
+        costs[tier] = m.usage.cost.total
+    # 60 input, 30 output, 40 cached at list price: 60 + 300 + 4 = 364 per million.
+    assert abs(costs["default"] - 364e-6) < 1e-12
+    assert abs(costs["flex"] - costs["default"] / 2) < 1e-12
+    assert abs(costs["priority"] - costs["default"] * 2) < 1e-12
