@@ -42,6 +42,7 @@ from stream_core import Context, Model, StreamOptions, TextContent, ToolCall, Us
 PROVIDERS = (
     "anthropic-messages",
     "openai-completions",
+    "openai-responses",
     "google-generative-ai",
     "bedrock-converse-stream",
 )
@@ -281,6 +282,128 @@ def openai_body(kind: str, size: int) -> Body:
     )
 
 
+def responses_body(kind: str, size: int) -> Body:
+    """OpenAI Responses: one output item (a message or a function call) streamed by deltas
+    carrying `item_id`, `output_index` and a `sequence_number`, as OpenAI sends them."""
+    seq = iter(range(size + 16))
+    response: dict[str, Any] = {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "in_progress",
+        "model": "bench",
+        "output": [],
+        "usage": None,
+    }
+
+    def event(kind: str, **fields: Any) -> str:
+        return _sse(kind, {"type": kind, "sequence_number": next(seq), **fields})
+
+    parts = [event("response.created", response=response)]
+    parts.append(event("response.in_progress", response=response))
+    text, arguments = "", None
+    if kind == "text":
+        deltas = text_deltas(size)
+        text = "".join(deltas)
+        item_id = "msg_bench"
+        item: dict[str, Any] = {
+            "id": item_id,
+            "type": "message",
+            "status": "in_progress",
+            "content": [],
+            "role": "assistant",
+        }
+        parts.append(event("response.output_item.added", output_index=0, item=item))
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+        parts.append(
+            event(
+                "response.content_part.added",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                part=part,
+            )
+        )
+        parts += [
+            event(
+                "response.output_text.delta",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                delta=d,
+                logprobs=[],
+                obfuscation="Xy",
+            )
+            for d in deltas
+        ]
+        part = {**part, "text": text}
+        parts.append(
+            event(
+                "response.output_text.done",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                text=text,
+                logprobs=[],
+            )
+        )
+        parts.append(
+            event(
+                "response.content_part.done",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                part=part,
+            )
+        )
+        item = {**item, "status": "completed", "content": [part]}
+    else:
+        arguments, fragments = tool_arguments(size)
+        item_id = "fc_bench"
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": "call_bench",
+            "name": "write_file",
+        }
+        parts.append(event("response.output_item.added", output_index=0, item=item))
+        parts += [
+            event(
+                "response.function_call_arguments.delta",
+                item_id=item_id,
+                output_index=0,
+                delta=f,
+                obfuscation="Xy",
+            )
+            for f in fragments
+        ]
+        joined = "".join(fragments)
+        parts.append(
+            event(
+                "response.function_call_arguments.done",
+                item_id=item_id,
+                output_index=0,
+                arguments=joined,
+            )
+        )
+        item = {**item, "status": "completed", "arguments": joined}
+    parts.append(event("response.output_item.done", output_index=0, item=item))
+    usage = {
+        "input_tokens": 25,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": size,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 25 + size,
+    }
+    done = {**response, "status": "completed", "output": [item], "usage": usage}
+    parts.append(event("response.completed", response=done))
+    return Body(
+        "openai-responses", kind, size, "".join(parts).encode(), len(parts), text, arguments
+    )
+
+
 def google_body(kind: str, size: int) -> Body:
     """Gemini text as one part per chunk; a tool call with its arguments streamed as Vertex
     AI `partialArgs` (the Gemini API sends a call whole, which is one delta)."""
@@ -378,6 +501,7 @@ def bedrock_body(kind: str, size: int) -> Body:
 _BODIES = {
     "anthropic-messages": anthropic_body,
     "openai-completions": openai_body,
+    "openai-responses": responses_body,
     "google-generative-ai": google_body,
     "bedrock-converse-stream": bedrock_body,
 }

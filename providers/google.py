@@ -247,7 +247,15 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
         out.append({"role": "user", "parts": _in_call_order(responses)})
     if images:
         out.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
-    return out
+    # Consecutive turns of one role (function responses, their images, the user's next
+    # words) become one turn: roles alternate, responses first.
+    merged: list[dict[str, Any]] = []
+    for content in out:
+        if merged and merged[-1]["role"] == content["role"]:
+            merged[-1]["parts"] += content["parts"]
+        else:
+            merged.append(content)
+    return merged
 
 
 def _in_call_order(responses: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
+    TOOL_ERROR_PREFIX,
     AssistantMessage,
     AssistantStream,
     Context,
@@ -192,7 +193,7 @@ def _tool_result(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
     if not text:
         text = "(see attached image)" if images and vision else "(no output)"
     if m.is_error:
-        text = f"[tool error] {text}"
+        text = TOOL_ERROR_PREFIX + text
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
     if vision:
         content += _user_parts(images, vision=True)

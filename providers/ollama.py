@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_core import (
+    TOOL_ERROR_PREFIX,
     Assembler,
     AssistantMessage,
     AssistantStream,
@@ -222,7 +223,7 @@ def _tool_result(m: ToolResultMessage) -> dict[str, Any]:
     if not text.strip():
         text = "(no output)"
     if m.is_error:
-        text = f"[tool error] {text}"
+        text = TOOL_ERROR_PREFIX + text
     return {"role": "tool", "content": text, "tool_name": m.tool_name}
 
 

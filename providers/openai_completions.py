@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from stream_core import (
+    TOOL_ERROR_PREFIX,
     Assembler,
     AssistantMessage,
     AssistantStream,
@@ -91,8 +92,6 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 _SIGNATURE_FIELDS = ("reasoning_details", "thinking_blocks")
 _CONCATENATED = frozenset({"text", "summary", "thinking"})
 
-# An `is_error` tool result has no wire form in a `tool` message; the model reads it here.
-_ERROR_RESULT_PREFIX = "Error: the tool failed.\n"
 
 
 @dataclass(frozen=True)
@@ -280,7 +279,7 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
                 {
                     "role": "tool",
                     "tool_call_id": m.tool_call_id,
-                    "content": _ERROR_RESULT_PREFIX + text if m.is_error else text,
+                    "content": TOOL_ERROR_PREFIX + text if m.is_error else text,
                 }
             )
     if pending_images:

@@ -76,6 +76,7 @@ from ._tokens import (
     fits_context,
 )
 from ._tools import (
+    TOOL_ERROR_PREFIX,
     RepairedHistory,
     ToolPairAudit,
     audit_tool_pairs,
@@ -108,6 +109,7 @@ __all__ = [
     "KEEP_UNKNOWN_BLOCKS",
     "OVERFLOW_PATTERNS",
     "THINKING_BUDGETS",
+    "TOOL_ERROR_PREFIX",
     "ArgumentsError",
     "Assembler",
     "AssistantMessage",

@@ -353,6 +353,8 @@ class _Recording:
     model_id: str
     prompt: str
     tools: tuple[Tool, ...] = ()
+    api: str | None = None
+    """The wire API, where the catalog's default for the model is another."""
 
 
 def _tool(name: str, description: str, **properties: str) -> Tool:
@@ -416,6 +418,15 @@ _DEMO: tuple[_Recording, ...] = (
         (_tool("calculator", "Evaluate an arithmetic expression", expression="string"),),
     ),
     _Recording(
+        "openai-responses-reasoning-tool.body",
+        "OpenAI Responses: reasoning summary, a commentary message, then a function call",
+        "openai",
+        "gpt-5.1",
+        "Can I walk out to Mont-Saint-Michel tomorrow morning?",
+        (_tool("get_tides", "Tide times for a place", place="string", date="string"),),
+        api="openai-responses",
+    ),
+    _Recording(
         "anthropic-overloaded.body",
         "Anthropic Messages: the vendor overloads mid-answer",
         "anthropic",
@@ -446,7 +457,7 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         + "\n"
     )
     for n, rec in enumerate(_DEMO, 1):
-        model = get_model(rec.provider, rec.model_id)
+        model = get_model(rec.provider, rec.model_id, api=rec.api)
         context = Context(messages=[UserMessage(content=rec.prompt)], tools=list(rec.tools) or None)
         out.write(f"\n{style(_BOLD, f'=== {n}/{len(_DEMO)} {rec.title}')}\n")
         out.write(
@@ -795,8 +806,8 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="replay three bundled recordings offline (no API key needed)",
-        description="Replay three bundled, synthetic vendor recordings through the real "
+        help="replay the bundled recordings offline (no API key needed)",
+        description="Replay the bundled, synthetic vendor recordings through the real "
         "provider code, drawn as they stream. Offline; no API key needed.",
     )
     demo.add_argument(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ._types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage
 
 __all__ = [
+    "TOOL_ERROR_PREFIX",
     "FAILED_TRUNCATED_TEXT",
     "MISSING_RESULT_TEXT",
     "RepairedHistory",
@@ -30,6 +31,10 @@ FAILED_TRUNCATED_TEXT = (
 """Template (`str.format` with `name`) of the error result for an untrusted call."""
 
 MISSING_RESULT_TEXT = "No result was recorded for this call."
+
+TOOL_ERROR_PREFIX = "Error: the tool failed.\n"
+"""Starts the text of an `is_error` result on wire formats with no error flag (OpenAI-style
+`tool` messages, Responses outputs, Mistral, Ollama): the model still reads that it failed."""
 
 
 def fail_truncated_tool_calls(message: AssistantMessage) -> list[ToolResultMessage]:

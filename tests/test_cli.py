@@ -38,6 +38,7 @@ DEMO_FILES = (
     "openai-parallel-tools.body",
     "gemini-parallel-tools.body",
     "bedrock-reasoning-tool.body",
+    "openai-responses-reasoning-tool.body",
     "anthropic-overloaded.body",
 )
 
@@ -83,6 +84,10 @@ def test_demo_shows_every_recording(capsys: pytest.CaptureFixture[str]) -> None:
     assert "The user wants 17% of 2,340." in out
     assert "tool call calculator" in out and '"expression": "2340 * 0.17"' in out
     assert "cache read 1536" in out
+    # (c) Responses: summary parts as one thinking block, text, a call by its call_id
+    assert "**Checking the tide**" in out and "**Plan**" in out
+    assert "tool call get_tides (#2, id call_demo_0001)" in out
+    assert "stop: tool_use (raw: completed)" in out
     # (d) the mid-stream error, with the partial text kept
     assert "Here is the first part of a longer answer that never finishes" in out
     assert "error: overloaded: Overloaded" in out

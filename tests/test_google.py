@@ -405,9 +405,15 @@ def test_request_payload_url_and_key_header() -> None:
         "properties": {"factor": {"type": "number"}},
         "required": ["factor"],
     }
+    # Consecutive user turns are merged (roles alternate): responses first, then images.
     roles = [c["role"] for c in body["contents"]]
-    assert roles == ["user", "model", "user", "user", "model", "user", "user"]
-    first, theirs, results, images, mine, last_result, thanks = body["contents"]
+    assert roles == ["user", "model", "user", "model", "user"]
+    first, theirs, results_and_images, mine, last_and_thanks = body["contents"]
+    n = sum(1 for p in results_and_images["parts"] if "functionResponse" in p)
+    results = {"parts": results_and_images["parts"][:n]}
+    images = {"parts": results_and_images["parts"][n:]}
+    last_result = {"parts": last_and_thanks["parts"][:1]}
+    thanks = {"parts": last_and_thanks["parts"][1:]}
     assert first["parts"][1] == {"inlineData": {"mimeType": "image/png", "data": IMAGE}}
     # Another vendor's turn: reasoning as plain text, no signatures or ids.
     assert theirs["parts"] == [

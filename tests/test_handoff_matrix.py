@@ -297,6 +297,69 @@ def _read_converse(payload: dict[str, Any]) -> list[Turn]:
     return turns
 
 
+def _read_responses(payload: dict[str, Any]) -> list[Turn]:
+    """OpenAI Responses: a flat list of input items, grouped here into turns."""
+    turns: list[Turn] = []
+
+    def turn(role: str) -> Turn:
+        if not turns or turns[-1].role != role:
+            turns.append(Turn(role))
+        return turns[-1]
+
+    for item in payload["input"]:
+        kind = item.get("type", "message")
+        if kind == "message" and item["role"] in ("system", "developer"):
+            continue
+        if kind == "message":
+            t = turn("user" if item["role"] == "user" else "assistant")
+            content = item["content"]
+            t.texts += _text_of(content)
+            if isinstance(content, list):
+                t.images += sum(1 for p in content if p.get("type") == "input_image")
+        elif kind == "reasoning":
+            t = turn("assistant")
+            t.texts += [p["text"] for p in item.get("summary", []) if "text" in p]
+            if item.get("encrypted_content"):
+                t.signatures.append(item["encrypted_content"])
+        elif kind == "function_call":
+            turn("assistant").calls.append((item["call_id"], item["name"]))
+        elif kind == "function_call_output":
+            t = turn("user")
+            output = item["output"]
+            texts = _text_of(output)
+            t.texts += texts
+            if isinstance(output, list):
+                t.images += sum(1 for p in output if p.get("type") == "input_image")
+            t.results.append((item["call_id"], any("error" in x.lower() for x in texts)))
+    return turns
+
+
+def _read_gemini(payload: dict[str, Any]) -> list[Turn]:
+    """Gemini: `contents` of `user`/`model` turns holding parts; calls carry no ids, so
+    results pair with calls by order and name."""
+    turns = []
+    for content in payload["contents"]:
+        t = Turn("assistant" if content["role"] == "model" else "user")
+        for part in content["parts"]:
+            if "text" in part:
+                t.texts.append(part["text"])
+            if "inlineData" in part:
+                t.images += 1
+            if "thoughtSignature" in part:
+                t.signatures.append(part["thoughtSignature"])
+            if "functionCall" in part:
+                call = part["functionCall"]
+                t.calls.append((call.get("id") or call["name"], call["name"]))
+            if "functionResponse" in part:
+                response = part["functionResponse"]
+                body = response["response"]
+                t.texts.append(str(body.get("output") or body.get("error") or ""))
+                t.images += len(response.get("parts") or [])
+                t.results.append((response.get("id") or response["name"], "error" in body))
+        turns.append(t)
+    return turns
+
+
 TARGETS: dict[str, Target] = {
     "anthropic-messages": Target(_read_anthropic, r"[A-Za-z0-9_-]{1,64}", alternates=True),
     "openai-completions": Target(_read_chat, r"[A-Za-z0-9_-]{1,40}", alternates=False),
@@ -304,6 +367,8 @@ TARGETS: dict[str, Target] = {
     "ollama-chat": Target(_read_chat, None, alternates=False),
     "ollama-generate": Target(_read_generate, None, alternates=False, tools=False),
     "bedrock-converse-stream": Target(_read_converse, r"[A-Za-z0-9_-]{1,64}", alternates=True),
+    "openai-responses": Target(_read_responses, r"[A-Za-z0-9_-]{1,64}", alternates=False),
+    "google-generative-ai": Target(_read_gemini, None, alternates=True),
 }
 """A reader per target API; a new provider adds its row (its payload shape, id rule)."""
 

@@ -1,0 +1,745 @@
+"""OpenAI Responses API (`POST {base}/responses`), also serving Azure OpenAI, xAI and the
+other servers that copy it.
+
+The answer is a list of output items, each streamed as `response.output_item.added`, deltas
+keyed by `output_index` (and `item_id`), then `response.output_item.done` holding the whole
+item. Item kinds we represent: `reasoning` (summary parts and/or raw `reasoning_text` parts,
+plus `encrypted_content`), `message` (`output_text` and `refusal` parts) and
+`function_call` (`call_id` + item `id`); server-side tools (web search, code interpreter,
+...) have no contract type and are skipped. The stream ends with `response.completed`,
+`response.incomplete` (reason in `incomplete_details`) or `response.failed`; usage arrives
+only there, as one snapshot.
+
+What goes back to the same model, verbatim (the request must pair a reasoning item with the
+item that followed it, by id):
+
+- a reasoning item with `encrypted_content`: the whole item as JSON in
+  `ThinkingContent.signature` (`redacted=True` when it carried no summary text);
+- a message item: `{"id", "phase"}` as JSON in `TextContent.text_signature`;
+- a function call: `ToolCall.id` is the `call_id` (what tool results answer), the item id
+  `fc_...` is kept in `ToolCall.thought_signature`, which handoff clears for other models.
+
+`store: false` is sent by default, so the history is the context: `previous_response_id` is
+never used.
+
+`StreamOptions.extra` knobs: `reasoning_summary` ("auto" by default when reasoning is asked
+for; "concise", "detailed", or None to leave it out), `store`, `service_tier`,
+`tool_choice`; for Azure `deployment` (else `model.compat["deployment"]`, else the model id)
+and `api_version` (else `AZURE_OPENAI_API_VERSION`; the `/openai/v1` API needs none, a
+classic `.../openai` base URL gets a default). The tier the response was billed at is kept
+as `message.service_tier` (outside the schema), and the cost uses that tier's price (flex
+half, priority double the list price).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from stream_core import (
+    TOOL_ERROR_PREFIX,
+    Assembler,
+    AssistantMessage,
+    AssistantStream,
+    Context,
+    ImageContent,
+    Model,
+    StopRule,
+    StreamError,
+    StreamFailure,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Translator,
+    UserMessage,
+    WireAPI,
+    WireRequest,
+    as_object,
+    error_from_vendor,
+    id_normalizer,
+    optional_field,
+    parse_json,
+    prepare_messages,
+    required_field,
+    vendor_error_fields,
+)
+from stream_core._types import ErrorKind
+
+API = "openai-responses"
+
+# `response.status`, or for an incomplete response its `incomplete_details.reason`
+# (kept as the raw stop reason: it says more than "incomplete").
+_STOP_REASONS: dict[str, StopRule] = {
+    "completed": "stop",
+    "in_progress": "stop",
+    "queued": "stop",
+    "incomplete": "length",
+    "max_output_tokens": "length",
+    "content_filter": "content_filter",
+}
+
+# Error codes of `error` events and `response.failed` that the shared table does not know.
+_ERROR_KINDS: dict[str, ErrorKind] = {
+    "invalid_prompt": "invalid_request",
+    "invalid_image": "invalid_request",
+    "invalid_image_format": "invalid_request",
+    "invalid_base64_image": "invalid_request",
+    "invalid_image_url": "invalid_request",
+    "image_too_large": "invalid_request",
+    "image_content_policy_violation": "content_filter",
+    "vector_store_timeout": "timeout",
+    "server_is_overloaded": "overloaded",
+    "slow_down": "rate_limit",
+    "ResponsibleAIPolicyViolation": "content_filter",  # Azure's inner error code
+}
+
+# Our usage field <- where the Responses usage object holds it.
+_USAGE_PATHS: dict[str, tuple[str, ...]] = {
+    "input": ("input_tokens",),
+    "output": ("output_tokens",),
+    "cached": ("input_tokens_details", "cached_tokens"),
+    "cache_write": ("input_tokens_details", "cache_write_tokens"),
+    "reasoning": ("output_tokens_details", "reasoning_tokens"),
+}
+
+# Price factor of the service tier a response was billed at (OpenAI; Azure bills by
+# deployment type instead). Other tiers (`default`, `auto`, `scale`) are list price.
+_TIER_PRICE_FACTORS: dict[str, float] = {"flex": 0.5, "priority": 2.0}
+
+# Provider -> environment variable with its key (others: `<PROVIDER>_API_KEY`, optional).
+_KEY_ENV: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "azure-openai": "AZURE_OPENAI_API_KEY",
+    "xai": "XAI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "groq": "GROQ_API_KEY",
+}
+
+_AZURE_HOST = ".openai.azure.com"
+_AZURE_RESOURCE = "RESOURCE"
+"""Placeholder host label in a catalog Azure base URL, replaced from the environment."""
+_AZURE_CLASSIC_VERSION = "2025-04-01-preview"
+"""`api-version` for a classic `.../openai` base URL (the `/openai/v1` API needs none)."""
+
+_normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
+
+
+def stream(
+    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream:
+    return WIRE.open(model, context, options)
+
+
+def _is_azure(model: Model) -> bool:
+    return model.provider == "azure-openai" or _AZURE_HOST in model.base_url
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
+    extra = options.extra
+    azure = _is_azure(model)
+    payload: dict[str, Any] = {
+        "model": (extra.get("deployment") or model.compat.get("deployment") or model.id)
+        if azure
+        else model.id,
+        "input": _convert_messages(model, context),
+        "stream": True,
+        "store": bool(extra.get("store", False)),
+    }
+    if options.max_tokens is not None:
+        payload["max_output_tokens"] = options.max_tokens
+    if options.temperature is not None:
+        payload["temperature"] = options.temperature
+    if context.tools:
+        payload["tools"] = [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+                "strict": False,
+            }
+            for t in context.tools
+        ]
+    if "tool_choice" in extra:
+        payload["tool_choice"] = extra["tool_choice"]
+    if model.reasoning:
+        summary = extra.get("reasoning_summary", "auto")
+        if options.reasoning is not None or "reasoning_summary" in extra:
+            reasoning: dict[str, Any] = {}
+            if options.reasoning is not None:
+                reasoning["effort"] = options.reasoning
+            if summary is not None:
+                reasoning["summary"] = summary
+            payload["reasoning"] = reasoning
+        if not payload["store"]:
+            # Nothing is kept server-side: the reasoning comes back encrypted, to be resent.
+            payload["include"] = ["reasoning.encrypted_content"]
+    if options.session_id and options.cache_retention != "none":
+        payload["prompt_cache_key"] = options.session_id
+        if options.cache_retention == "long" and "api.openai.com" in model.base_url:
+            payload["prompt_cache_retention"] = "24h"
+    if "service_tier" in extra:
+        payload["service_tier"] = extra["service_tier"]
+    return WireRequest(url=_url(model, options), payload=payload)
+
+
+def _url(model: Model, options: StreamOptions) -> str:
+    base = model.base_url.rstrip("/")
+    version = options.extra.get("api_version") or model.compat.get("api_version")
+    if _is_azure(model):
+        if f"//{_AZURE_RESOURCE}." in base:
+            resource = os.environ.get("AZURE_OPENAI_RESOURCE_NAME")
+            base = os.environ.get("AZURE_OPENAI_BASE_URL", "").rstrip("/") or (
+                base.replace(f"//{_AZURE_RESOURCE}.", f"//{resource}.") if resource else ""
+            )
+            if not base:
+                raise StreamFailure(
+                    StreamError(
+                        kind="invalid_request",
+                        message="no Azure OpenAI endpoint: set AZURE_OPENAI_RESOURCE_NAME or "
+                        "AZURE_OPENAI_BASE_URL, or give the model its base_url",
+                    )
+                )
+        version = version or os.environ.get("AZURE_OPENAI_API_VERSION")
+        if not version and not base.endswith("/v1"):
+            version = _AZURE_CLASSIC_VERSION
+    url = base + "/responses"
+    if version:
+        url = str(httpx.URL(url, params={"api-version": str(version)}))
+    return url
+
+
+def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
+    vision = "image" in model.input
+    out: list[dict[str, Any]] = []
+    if context.system_prompt:
+        role = "developer" if model.reasoning else "system"
+        out.append({"role": role, "content": context.system_prompt})
+    messages = prepare_messages(
+        context, api=API, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
+    )
+    for m in messages:
+        if isinstance(m, UserMessage):
+            if isinstance(m.content, str):
+                if m.content.strip():
+                    out.append(
+                        {"role": "user", "content": [{"type": "input_text", "text": m.content}]}
+                    )
+            else:
+                parts = _input_parts(m.content, vision=vision)
+                if parts:
+                    out.append({"role": "user", "content": parts})
+        elif isinstance(m, AssistantMessage):
+            out += _assistant_items(m)
+        else:
+            out.append(_tool_output(m, vision=vision))
+    return out
+
+
+def _input_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
+    parts: list[dict[str, Any]] = []
+    for b in content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                parts.append({"type": "input_text", "text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # a block of a type we do not know: kept in the history, never sent
+        elif vision:
+            parts.append(
+                {
+                    "type": "input_image",
+                    "detail": "auto",
+                    "image_url": f"data:{b.mime_type};base64,{b.data}",
+                }
+            )
+        else:
+            parts.append(
+                {"type": "input_text", "text": "(image omitted: this model takes no images)"}
+            )
+    return parts
+
+
+def _tool_output(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
+    text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
+    has_image = any(isinstance(b, ImageContent) for b in m.content)
+    output: str | list[dict[str, Any]]
+    if has_image and vision:
+        output = _input_parts(m.content, vision=True)
+    else:
+        output = text or ("(see attached image)" if has_image else "(no output)")
+    if m.is_error:
+        # The item has no error flag: the model reads it in the output.
+        if isinstance(output, str):
+            output = TOOL_ERROR_PREFIX + output
+        else:
+            output = [{"type": "input_text", "text": TOOL_ERROR_PREFIX}, *output]
+    return {"type": "function_call_output", "call_id": m.tool_call_id, "output": output}
+
+
+def _assistant_items(m: AssistantMessage) -> list[dict[str, Any]]:
+    """Items for one assistant turn. After `prepare_messages`, vendor artifacts (reasoning
+    items, item ids) are left only on turns the target model wrote itself."""
+    items: list[dict[str, Any]] = []
+    # OpenAI pairs a reasoning item with the item after it by id: an item id is sent only
+    # when none of the turn's reasoning was left out, else the vendor rejects the orphan.
+    with_ids = all(
+        _reasoning_item(b) is not None for b in m.content if isinstance(b, ThinkingContent)
+    )
+    for b in m.content:
+        if isinstance(b, ThinkingContent):
+            item = _reasoning_item(b)
+            if item is not None:
+                items.append(item)
+            # Reasoning with nothing to resend (no encrypted item) is left out.
+        elif isinstance(b, TextContent):
+            if not b.text.strip():
+                continue
+            signature = _text_signature(b.text_signature) if with_ids else {}
+            if signature.get("id"):
+                message: dict[str, Any] = {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": signature["id"],
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": b.text, "annotations": []}],
+                }
+                if signature.get("phase"):
+                    message["phase"] = signature["phase"]
+                items.append(message)
+            else:
+                items.append({"role": "assistant", "content": b.text})
+        elif isinstance(b, ToolCall):
+            call: dict[str, Any] = {
+                "type": "function_call",
+                "call_id": b.id,
+                "name": b.name,
+                "arguments": json.dumps(b.arguments, ensure_ascii=False),
+            }
+            if with_ids and b.thought_signature:
+                call["id"] = b.thought_signature
+            items.append(call)
+    return items
+
+
+def _reasoning_item(b: ThinkingContent) -> dict[str, Any] | None:
+    if not b.signature or not b.signature.startswith("{"):
+        return None
+    try:
+        item = json.loads(b.signature)
+    except ValueError:
+        return None
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return None
+    return item
+
+
+def _text_signature(signature: str | None) -> dict[str, Any]:
+    if not signature:
+        return {}
+    if not signature.startswith("{"):
+        return {"id": signature}
+    try:
+        parsed = json.loads(signature)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+# --- response -----------------------------------------------------------------------------
+
+_MESSAGE, _REASONING, _CALL, _DONE = "message", "reasoning", "function_call", "done"
+# `response.done` is what the ChatGPT (codex) backend and some proxies send instead of
+# `response.completed`; its `status` says how the response ended.
+_TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed", "response.done")
+
+
+class _Items:
+    """Per-stream state: what each vendor output item is, keyed like the assembler's blocks."""
+
+    __slots__ = ("asm", "kinds", "parts", "seen")
+
+    def __init__(self, asm: Assembler) -> None:
+        self.asm = asm
+        self.kinds: dict[Hashable, str] = {}
+        """Item key -> kind; `_DONE` once its `output_item.done` came (later deltas ignored);
+        server-side items are absent."""
+        self.parts: dict[Hashable, tuple[str, int]] = {}
+        """Reasoning item key -> the part its last delta belonged to."""
+        self.seen = False
+        """An output item event arrived (else the terminal response's `output` is read)."""
+
+
+def _key(obj: dict[str, Any], where: str) -> Hashable:
+    index = optional_field(obj, "output_index", int, where)
+    if index is not None:
+        return index
+    item_id = optional_field(obj, "item_id", str, where)
+    return item_id if item_id is not None else 0
+
+
+def _translator(asm: Assembler) -> Translator:
+    items = _Items(asm)
+    kinds = items.kinds
+
+    def on_event(event: str, data: str) -> None:
+        obj = parse_json(data, event)
+        if type(obj) is not dict:
+            return
+        kind = obj.get("type", event)
+        if kind == "response.output_text.delta":
+            key = _key(obj, kind)
+            if kinds.setdefault(key, _MESSAGE) == _MESSAGE:
+                # Kept even before its `content_part.added` (some servers send none).
+                asm.text(key, required_field(obj, "delta", str, kind))
+                items.seen = True
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            key = _key(obj, kind)
+            if kinds.setdefault(key, _REASONING) == _REASONING:
+                part = "summary_index" if "summary" in kind else "content_index"
+                index = optional_field(obj, part, int, kind) or 0
+                _reasoning_delta(items, key, (part, index), required_field(obj, "delta", str, kind))
+        elif kind == "response.function_call_arguments.delta":
+            key = _key(obj, kind)
+            if kinds.setdefault(key, _CALL) == _CALL:
+                asm.tool_call(key, required_field(obj, "delta", str, kind))
+                items.seen = True
+        elif kind == "response.refusal.delta":
+            key = _key(obj, kind)
+            if kinds.setdefault(key, _MESSAGE) == _MESSAGE:
+                asm.text(key, required_field(obj, "delta", str, kind))
+                asm.set_stop_reason(None, detail="refusal", rule="refusal")
+                items.seen = True
+        elif kind == "response.output_item.added":
+            item = required_field(obj, "item", dict, kind)
+            _item_added(items, _item_key(obj, item, kind), item)
+        elif kind == "response.output_item.done":
+            item = required_field(obj, "item", dict, kind)
+            _item_done(items, _item_key(obj, item, kind), item)
+        elif kind in ("response.created", "response.in_progress", "response.queued"):
+            response = optional_field(obj, "response", dict, kind)
+            if response is not None:
+                asm.set_response_id(optional_field(response, "id", str, f"{kind}.response"))
+        elif kind in _TERMINAL_EVENTS:
+            _terminal(items, required_field(obj, "response", dict, kind), kind)
+        elif kind == "error":
+            _error_event(obj)
+
+    return on_event
+
+
+def _item_key(obj: dict[str, Any], item: dict[str, Any], where: str) -> Hashable:
+    index = optional_field(obj, "output_index", int, where)
+    if index is not None:
+        return index
+    item_id = optional_field(item, "id", str, f"{where}.item")
+    return item_id if item_id is not None else 0
+
+
+def _reasoning_delta(items: _Items, key: Hashable, part: tuple[str, int], delta: str) -> None:
+    asm = items.asm
+    items.seen = True
+    last = items.parts.get(key)
+    if last is not None and last != part and delta:
+        block = asm.block(key)
+        if isinstance(block, ThinkingContent) and block.thinking:
+            asm.thinking(key, "\n\n")  # parts of one item joined as paragraphs
+    items.parts[key] = part
+    asm.thinking(key, delta)
+
+
+def _item_added(items: _Items, key: Hashable, item: dict[str, Any]) -> None:
+    where = "response.output_item.added.item"
+    itype = optional_field(item, "type", str, where)
+    items.seen = True
+    if itype == _CALL:
+        asm = items.asm
+        items.kinds[key] = _CALL
+        call_id = optional_field(item, "call_id", str, where) or ""
+        name = optional_field(item, "name", str, where) or ""
+        if isinstance(asm.block(key), ToolCall):
+            # Its argument deltas came first: the call exists, it learns its id and name.
+            asm.tool_call(key, "", id=call_id or None, name=name or None)
+        else:
+            asm.start_tool_call(key, id=call_id, name=name)
+            arguments = optional_field(item, "arguments", str, where)
+            if arguments:
+                asm.tool_call(key, arguments)
+        block = asm.block(key)
+        item_id = optional_field(item, "id", str, where)
+        if item_id and isinstance(block, ToolCall):
+            block.thought_signature = item_id  # also right if the stream ends before done
+    elif itype in (_MESSAGE, _REASONING):
+        # Blocks start at their first text, so an item with none leaves no empty block.
+        items.kinds[key] = itype
+
+
+def _item_done(items: _Items, key: Hashable, item: dict[str, Any]) -> None:
+    """The whole item: text that never streamed is added (a server that sends only finished
+    items, or the non-streamed answer), then the block ends with what goes back to the
+    vendor."""
+    where = "response.output_item.done.item"
+    kinds = items.kinds
+    itype = optional_field(item, "type", str, where)
+    items.seen = True
+    if kinds.get(key) == _DONE:
+        return
+    if itype == _MESSAGE:
+        _message_done(items.asm, key, item, where)
+    elif itype == _REASONING:
+        _reasoning_done(items.asm, key, item, where)
+    elif itype == _CALL:
+        _call_done(items.asm, key, item, where)
+    else:
+        return
+    kinds[key] = _DONE
+    items.parts.pop(key, None)
+
+
+def _complete_text(asm: Assembler, key: Hashable, final: str, *, thinking: bool) -> None:
+    """Send what the deltas did not: the final text's rest when the streamed text is its
+    start (otherwise the deltas stand: they are what the caller saw)."""
+    block = asm.block(key)
+    if isinstance(block, TextContent):
+        streamed = block.text
+    elif isinstance(block, ThinkingContent):
+        streamed = block.thinking
+    else:
+        streamed = ""
+    if len(final) > len(streamed) and final.startswith(streamed):
+        rest = final[len(streamed) :]
+        if thinking:
+            asm.thinking(key, rest)
+        else:
+            asm.text(key, rest)
+
+
+def _message_done(asm: Assembler, key: Hashable, item: dict[str, Any], where: str) -> None:
+    texts: list[str] = []
+    refusal: str | None = None
+    for raw in optional_field(item, "content", list, where) or ():
+        part = as_object(raw, f"{where}.content[]")
+        ptype = optional_field(part, "type", str, f"{where}.content[]")
+        if ptype == "output_text":
+            texts.append(optional_field(part, "text", str, f"{where}.content[]") or "")
+        elif ptype == "refusal":
+            refusal = optional_field(part, "refusal", str, f"{where}.content[]") or ""
+            texts.append(refusal)
+    _complete_text(asm, key, "".join(texts), thinking=False)
+    if refusal is not None:
+        asm.set_stop_reason(None, detail=refusal[:200] or "refusal", rule="refusal")
+    block = asm.block(key)
+    if isinstance(block, TextContent):
+        signature: dict[str, str] = {}
+        item_id = optional_field(item, "id", str, where)
+        if item_id:
+            signature["id"] = item_id
+        phase = optional_field(item, "phase", str, where)
+        if phase:
+            signature["phase"] = phase
+        if signature:
+            block.text_signature = json.dumps(signature, separators=(",", ":"))
+    asm.end(key)
+
+
+def _reasoning_done(asm: Assembler, key: Hashable, item: dict[str, Any], where: str) -> None:
+    texts = _part_texts(item, "summary", where) or _part_texts(item, "content", where)
+    _complete_text(asm, key, "\n\n".join(texts), thinking=True)
+    encrypted = optional_field(item, "encrypted_content", str, where)
+    block = asm.block(key)
+    if encrypted:
+        if block is None:
+            # Reasoning with no summary text: an empty block carries the encrypted item.
+            asm.start_thinking(key, redacted=True)
+        asm.thinking_signature(key, json.dumps(item, ensure_ascii=False, separators=(",", ":")))
+    asm.end(key)
+
+
+def _part_texts(item: dict[str, Any], field: str, where: str) -> list[str]:
+    out = []
+    for raw in optional_field(item, field, list, where) or ():
+        part = as_object(raw, f"{where}.{field}[]")
+        text = optional_field(part, "text", str, f"{where}.{field}[]")
+        if text:
+            out.append(text)
+    return out
+
+
+def _call_done(asm: Assembler, key: Hashable, item: dict[str, Any], where: str) -> None:
+    call_id = optional_field(item, "call_id", str, where) or None
+    name = optional_field(item, "name", str, where) or None
+    arguments = optional_field(item, "arguments", str, where) or ""
+    block = asm.block(key)
+    if not isinstance(block, ToolCall):
+        asm.start_tool_call(key, id=call_id or "", name=name or "")
+        block = asm.block(key)
+    elif call_id or name:
+        asm.tool_call(key, "", id=call_id, name=name)
+    streamed = block.partial_json if isinstance(block, ToolCall) else ""
+    if len(arguments) > len(streamed) and arguments.startswith(streamed):
+        asm.tool_call(key, arguments[len(streamed) :])
+    item_id = optional_field(item, "id", str, where)
+    if item_id and isinstance(block, ToolCall):
+        block.thought_signature = item_id
+    asm.end(key)
+
+
+def _terminal(items: _Items, response: dict[str, Any], kind: str) -> None:
+    asm = items.asm
+    where = f"{kind}.response"
+    asm.set_response_id(optional_field(response, "id", str, where))
+    tier = optional_field(response, "service_tier", str, where)
+    if tier is not None:
+        # Not in the schema: a record of the tier billed (flex and priority change prices).
+        asm.message.service_tier = tier  # type: ignore[attr-defined]
+        factor = _TIER_PRICE_FACTORS.get(tier)
+        if factor is not None and not _is_azure(asm.model):
+            # The cost is computed from the assembler's model: give it the tier's prices.
+            prices = asm.model.prices
+            scaled = {k: v * factor for k, v in prices.model_dump().items() if v is not None}
+            asm.model = asm.model.model_copy(update={"prices": prices.model_copy(update=scaled)})
+    if not items.seen:
+        # Nothing streamed (a server that sends only the final response): read it whole.
+        for index, raw in enumerate(optional_field(response, "output", list, where) or ()):
+            _item_done(items, ("output", index), as_object(raw, f"{where}.output[]"))
+    usage = optional_field(response, "usage", dict, where)
+    if usage is not None:
+        _usage(asm, usage)
+    status = optional_field(response, "status", str, where)
+    if kind == "response.failed" or status in ("failed", "cancelled"):
+        raise StreamFailure(_failure(response, status or "failed", where))
+    details = optional_field(response, "incomplete_details", dict, where)
+    reason = (
+        optional_field(details, "reason", str, f"{where}.incomplete_details") if details else None
+    )
+    if kind == "response.incomplete" or status == "incomplete":
+        asm.set_stop_reason(reason or "incomplete")
+    else:
+        asm.set_stop_reason(status or "completed")
+    asm.finished = True
+
+
+def _failure(response: dict[str, Any], status: str, where: str) -> StreamError:
+    error = optional_field(response, "error", dict, where)
+    if error is not None:
+        code = optional_field(error, "code", str, f"{where}.error")
+        vendor_type, message = vendor_error_fields({"error": error})
+        return error_from_vendor(code or vendor_type, message, extra_kinds=_ERROR_KINDS)
+    return error_from_vendor(None, f"response {status} without error details")
+
+
+def _error_event(obj: dict[str, Any]) -> None:
+    """`{"type": "error", "code", "message"}` (documented) or `{"error": {...}}` (seen)."""
+    if isinstance(obj.get("error"), dict):
+        vendor_type, message = vendor_error_fields(obj)
+        code = obj["error"].get("code")
+    else:
+        code = obj.get("code")
+        vendor_type = None
+        message = str(obj.get("message") or code or "unknown error")
+    # A specific code (rate_limit_exceeded, context_length_exceeded) says more than a type.
+    kind_key = code if isinstance(code, str) and code else vendor_type
+    status = code if isinstance(code, int) else None
+    raise StreamFailure(
+        error_from_vendor(kind_key, message, status=status, extra_kinds=_ERROR_KINDS)
+    )
+
+
+def _find(usage: dict[str, Any], path: tuple[str, ...]) -> int | None:
+    value: Any = usage
+    for part in path:
+        value = value.get(part) if type(value) is dict else None
+    return value if type(value) is int else None
+
+
+def _usage(asm: Assembler, usage: dict[str, Any]) -> None:
+    got = {name: _find(usage, path) for name, path in _USAGE_PATHS.items()}
+    if got["input"] is None and got["output"] is None:
+        return
+    cached, cache_write = got["cached"] or 0, got["cache_write"] or 0
+    asm.set_usage(
+        input=max(0, (got["input"] or 0) - cached - cache_write),
+        output=got["output"] or 0,
+        cache_read=cached,
+        cache_write=cache_write,
+        reasoning=got["reasoning"] or 0,
+    )
+
+
+def _parse_response(asm: Assembler, obj: Any) -> None:
+    """The non-streamed answer: one `response` object with every output item finished."""
+    response = as_object(obj, "response")
+    if response.get("object") != "response" and "output" not in response:
+        # An error body with a 2xx status, or something that is not ours.
+        if isinstance(response.get("error"), dict):
+            _error_event(response)
+        raise StreamFailure(
+            StreamError(kind="protocol", message="the JSON answer is not a Responses object")
+        )
+    items = _Items(asm)
+    asm.set_response_id(optional_field(response, "id", str, "response"))
+    kind = "response.completed"
+    status = optional_field(response, "status", str, "response")
+    if status == "incomplete":
+        kind = "response.incomplete"
+    elif status in ("failed", "cancelled"):
+        kind = "response.failed"
+    _terminal(items, response, kind)
+
+
+def _auth_headers(model: Model, key: str) -> dict[str, str]:
+    if _is_azure(model):
+        return {"api-key": key}
+    return {"authorization": f"Bearer {key}"}
+
+
+def _key_env(model: Model) -> str:
+    env = _KEY_ENV.get(model.provider)
+    if env is None:
+        if _is_azure(model):
+            return _KEY_ENV["azure-openai"]
+        if "api.openai.com" in model.base_url:
+            return _KEY_ENV["openai"]
+        env = "".join(c if c.isalnum() else "_" for c in model.provider.upper()) + "_API_KEY"
+    return env
+
+
+def _key_required(model: Model) -> bool:
+    # Local servers (vLLM, LM Studio, Ollama) serve /v1/responses without a key.
+    return model.provider in _KEY_ENV or _is_azure(model) or "api.openai.com" in model.base_url
+
+
+@dataclass(frozen=True)
+class Compat:
+    """What `Model.compat` may set for this API (Azure OpenAI)."""
+
+    deployment: str | None = None
+    """The Azure deployment name, when it is not the model id."""
+    api_version: str | None = None
+    """Azure's `api-version` for a classic `.../openai` base URL."""
+
+
+WIRE = WireAPI(
+    api=API,
+    terminal_event="response.completed",
+    stop_reasons=_STOP_REASONS,
+    build_request=_build_request,
+    auth_headers=_auth_headers,
+    translator=_translator,
+    api_key_env=_key_env,
+    key_required=_key_required,
+    parse_response=_parse_response,
+    compat=Compat,
+    base_url_env={"https://api.openai.com/v1": "OPENAI_BASE_URL"},
+    providers={"openai": "https://api.openai.com/v1"},
+)
