@@ -250,11 +250,11 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
     # Consecutive turns of one role (function responses, their images, the user's next
     # words) become one turn: roles alternate, responses first.
     merged: list[dict[str, Any]] = []
-    for content in out:
-        if merged and merged[-1]["role"] == content["role"]:
-            merged[-1]["parts"] += content["parts"]
+    for turn in out:
+        if merged and merged[-1]["role"] == turn["role"]:
+            merged[-1]["parts"] += turn["parts"]
         else:
-            merged.append(content)
+            merged.append(turn)
     return merged
 
 
