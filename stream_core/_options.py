@@ -40,7 +40,8 @@ class StreamOptions:
     """Else the provider's environment variable."""
     headers: dict[str, str] = field(default_factory=dict)
     client: httpx.AsyncClient | None = None
-    """Use this client (connection pool, proxies, a mock transport) instead of a new one."""
+    """Use this client (connection pool, proxies, a mock transport) instead of the keep-alive
+    client shared by calls on the same event loop. It is never closed by the stream."""
     cancel: anyio.Event | None = None
     """Set it to abort: the response is closed and the message ends `aborted`."""
     connect_timeout: float | None = 10.0

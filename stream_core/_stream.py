@@ -343,14 +343,16 @@ class AssistantStream:
             return StreamError(kind="network", retryable=True, message=self._net_text(exc))
         if response.status_code < 400:
             self._response = response
-            # We ask for identity; a body compressed anyway still gets decoded. Raw bytes
-            # skip one async generator per chunk, which on a socket is one per event.
-            encoded = response.headers.get("content-encoding", "identity") != "identity"
-            self._chunks = response.aiter_bytes() if encoded else response.aiter_raw()
             self._socket = _own_socket(response)
+            # Raw bytes skip one async generator per chunk, which on a socket is one per
+            # event. We ask for identity; a body compressed anyway still gets decoded, and
+            # so does any body not read from a socket (a mock's may be read already).
+            encoded = response.headers.get("content-encoding", "identity") != "identity"
+            raw = self._socket is not None and not encoded
+            self._chunks = response.aiter_raw() if raw else response.aiter_bytes()
             if self._socket is not None:
-                # httpcore reads this per body (HTTP/1.1) or per read (HTTP/2) when the
-                # body is first read, i.e. after this point: an idle socket-level timeout.
+                # httpcore takes the read timeout from this dict when the body is first
+                # read, i.e. after this point: a socket-level idle timeout, per read.
                 timeouts["read"] = self._options.idle_timeout
             return None
         try:
