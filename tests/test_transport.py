@@ -23,7 +23,6 @@ from stream_core.contract_tests.kit import (
 import stream_core
 from stream_core import MessageUpdate, StreamError, TextDelta
 
-pytestmark = pytest.mark.anyio
 APIS = [entry.api for entry in stream_core.list_providers()]
 HIT = 5.0  # a guard against hangs, not a timing assertion
 
@@ -150,6 +149,7 @@ async def _call(model: stream_core.Model, **opts: Any) -> stream_core.AssistantM
 # --- connection reuse ---------------------------------------------------------------------
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("api", APIS)
 async def test_second_call_opens_no_new_connection(api: str) -> None:
     """If this fails: without an injected client every call pays a new connection (and a
@@ -165,6 +165,7 @@ async def test_second_call_opens_no_new_connection(api: str) -> None:
     assert server.connections == 1
 
 
+@pytest.mark.anyio
 async def test_the_shared_client_is_one_per_event_loop() -> None:
     from stream_core._stream import shared_client
 
@@ -175,6 +176,7 @@ async def test_the_shared_client_is_one_per_event_loop() -> None:
 # --- idle timeout and cancel on a real socket ---------------------------------------------
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("injected", [False, True])
 async def test_idle_stall_over_a_socket_ends_timeout(api: str, injected: bool) -> None:
@@ -193,6 +195,7 @@ async def test_idle_stall_over_a_socket_ends_timeout(api: str, injected: bool) -
     assert message.text()
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("api", APIS)
 async def test_cancel_while_blocked_in_a_socket_read(api: str) -> None:
     """If this fails: `options.cancel` waits for the next chunk (or the idle timeout)
@@ -250,6 +253,7 @@ def _summary(run: Run) -> tuple[str | None, StreamError | None, int, str]:
     return m.stop_reason, m.error, run.calls, m.text()
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("how", ["eof", "read_error", "reset"])
 async def test_unset_cancel_event_keeps_mid_body_failures_network(api: str, how: str) -> None:
@@ -263,6 +267,7 @@ async def test_unset_cancel_event_keeps_mid_body_failures_network(api: str, how:
     assert _summary(with_event) == _summary(without)
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("api", APIS)
 async def test_unset_cancel_event_keeps_connect_errors_retried(api: str) -> None:
     ok = sse_response([_text_body(api)])
@@ -275,6 +280,7 @@ async def test_unset_cancel_event_keeps_connect_errors_retried(api: str) -> None
     assert run.message.stop_reason == "stop" and run.message.error is None
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("api", APIS)
 async def test_unset_cancel_event_over_a_socket_reset(api: str) -> None:
     """A real reset mid-body (the server aborts the connection) is `network`, retryable."""
@@ -291,6 +297,7 @@ async def test_unset_cancel_event_over_a_socket_reset(api: str) -> None:
     assert message.error.retryable and message.text()
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("api", APIS)
 async def test_setting_the_event_mid_stream_aborts_keeping_content(api: str) -> None:
     closed: list[bool] = []
@@ -319,3 +326,25 @@ async def test_setting_the_event_mid_stream_aborts_keeping_content(api: str) -> 
     assert message.error is not None and message.error.kind == "aborted"
     assert message.text() and closed == [True]
     assert API_KEY not in repr(message)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_shared_client_is_closed_when_the_loop_ends(backend: str) -> None:
+    """If this fails: the default client leaks its connections (a ResourceWarning, which
+    this suite turns into an error) when `anyio.run` / `asyncio.run` / `trio.run` ends."""
+    from stream_core._stream import shared_client
+
+    api = APIS[0]
+    seen: list[httpx.AsyncClient] = []
+
+    async def main() -> None:
+        async def call(server: Loopback) -> stream_core.AssistantMessage:
+            return await _call(server.model(api))
+
+        _, message = await _with_server([_send_all(_text_body(api))], call)
+        assert message.stop_reason == "stop"
+        seen.append(shared_client())
+        assert not seen[0].is_closed
+
+    anyio.run(main, backend=backend)
+    assert seen[0].is_closed
