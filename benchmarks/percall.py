@@ -103,13 +103,11 @@ def worker(side: str, provider: str, url: str, calls: int) -> dict[str, Any]:
         ready, timings = asyncio.run(_bare(url, calls))
     else:
         ready, timings = asyncio.run(_core(side, provider, url, calls))
-    import resource
-
-    return {
-        "setup_s": ready - _T0,
-        "calls": timings,
-        "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-    }
+    rss_kb = 0
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):  # not getrusage: Linux keeps that across exec
+            rss_kb = int(line.split()[1])
+    return {"setup_s": ready - _T0, "calls": timings, "rss_kb": rss_kb}
 
 
 # --- the driver ---------------------------------------------------------------------------

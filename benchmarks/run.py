@@ -29,7 +29,6 @@ import gc
 import json
 import math
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -485,6 +484,17 @@ async def measure_socket(body: Body, repeat: int, server: Loopback) -> Row:
     return Row(body.provider, body.kind, body.size, body.events, bare_best, core_best)
 
 
+def peak_rss_self_kb() -> int:
+    """This process's peak RSS. Not `getrusage`: Linux carries its `ru_maxrss` across
+    exec, so a child would report its parent's peak; `VmHWM` starts afresh."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def peak_rss_kb(body: Body, side: str, url: str) -> int:
     """One replay of `side` in a fresh process; its peak resident set (KiB)."""
     proc = subprocess.run(
@@ -659,8 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         if provider not in PROVIDERS or kind not in KINDS or side not in SIDES:
             parser.error(f"--single wants one of {PROVIDERS}, {KINDS}, {SIDES} and a size")
         events = asyncio.run(run_single(provider, kind, side, int(size), args.body, args.url))
-        rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(json.dumps({"events": events, "rss_kb": rss_kb}))
+        print(json.dumps({"events": events, "rss_kb": peak_rss_self_kb()}))
         return 0
 
     kinds = [args.only] if args.only else list(KINDS)
