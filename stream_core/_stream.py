@@ -2,7 +2,8 @@
 
     stream() ── validate (raise now) ── AssistantStream
     __anext__ ─ message_start ─ request (retries) ─ chunk ─ decode ─ translate ─ events
-                                                   └─ idle timeout / cancel per receive
+                                                   └─ idle: socket read timeout
+                                                      cancel: one watcher per stream
 
 Everything after `stream()` returns is encoded in events; nothing raises. The stream is a
 class, not a generator, so no cancel scope ever spans a `yield` (anyio's rule). Decoding,
