@@ -1,6 +1,8 @@
 """Instructions per event under valgrind's cachegrind: the noise-free version of run.py.
 
-    python benchmarks/cachegrind.py [--sizes 5000 20000] [--only text|tool] [--jobs N] [--json]
+    python benchmarks/cachegrind.py [--mode inprocess|socket] [--sizes 5000 20000]
+                                    [--only text|tool] [--jobs N] [--json]
+    python benchmarks/cachegrind.py --mode percall [--calls 30] [--jobs N] [--json]
 
 Wall-clock time on a shared machine swings by tens of percent; an instruction count does
 not. Each (provider, stream, side) is replayed once by `run.py --single` in its own process
@@ -9,7 +11,11 @@ under `valgrind --tool=cachegrind --cache-sim=no`, at a small and a large size, 
     instructions per event = (I(large) - I(small)) / (events(large) - events(small))
 
 so interpreter start-up, imports and first-call costs cancel. Bodies are generated here and
-handed over as files, so generating them is not counted either.
+handed over as files, so generating them is not counted either. `--mode socket` reads them
+from benchmarks/server.py over a loopback socket instead (the server is not counted).
+
+`--mode percall` counts benchmarks/percall.py workers making 0, 1 and N+1 calls:
+set-up = I(0), first call = I(1) - I(0), each later call = (I(N+1) - I(1)) / N.
 """
 
 from __future__ import annotations
@@ -42,11 +48,23 @@ class Job:
     size: int
     body: Path
     events: int
+    url: str | None = None
+    """Socket mode: the server's base URL for this body (then `body` is unused)."""
+    calls: int | None = None
+    """Per-call mode: calls the worker makes (then `size` is unused)."""
+
+
+PERCALL = Path(__file__).resolve().parent / "percall.py"
 
 
 def _single_cmd(job: Job) -> list[str]:
+    if job.calls is not None:
+        assert job.url is not None
+        return [sys.executable, str(PERCALL), "--worker", job.side, job.provider, job.url,
+                "--calls", str(job.calls)]
+    where = ["--url", job.url] if job.url else ["--body", str(job.body)]
     return [sys.executable, str(RUN), "--single", job.provider, job.kind, job.side,
-            str(job.size), "--body", str(job.body)]
+            str(job.size), *where]
 
 
 def _env() -> dict[str, str]:
@@ -55,7 +73,12 @@ def _env() -> dict[str, str]:
 
 
 def _check_single(job: Job, stdout: str) -> None:
-    got = json.loads(stdout.strip().splitlines()[-1])["events"]
+    out = json.loads(stdout.strip().splitlines()[-1])
+    if job.calls is not None:
+        if len(out["calls"]) != job.calls:
+            raise RuntimeError(f"{job}: worker made {len(out['calls'])} calls")
+        return
+    got = out["events"]
     if got != job.events:
         raise RuntimeError(f"{job}: replay saw {got} events, body has {job.events}")
 
@@ -122,10 +145,83 @@ def _pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
     return [(r, tools[r.provider]) for r in rows if r.kind == "text" and r.provider in tools]
 
 
+def _run_all(jobs: list[Job], n_jobs: int) -> dict[Job, int]:
+    # One plain run each: catches a broken replay in seconds, and writes any missing
+    # .pyc files so no counted run pays for compiling.
+    for job in jobs:
+        proc = subprocess.run(_single_cmd(job), capture_output=True, text=True,
+                              env=_env(), check=True)
+        _check_single(job, proc.stdout)
+    started = time.monotonic()
+    counts: dict[Job, int] = {}
+
+    def count(job: Job) -> None:
+        counts[job] = instructions(job)
+        what = f"{job.calls} calls" if job.calls is not None else f"{job.kind} {job.size}"
+        print(f"  [{time.monotonic() - started:5.0f}s] {job.provider} {job.side} {what}: "
+              f"{counts[job]:,} instructions", file=sys.stderr)
+
+    with ThreadPoolExecutor(max_workers=max(1, n_jobs)) as pool:
+        list(pool.map(count, jobs))
+    return counts
+
+
+def main_percall(args: argparse.Namespace) -> int:
+    import percall
+
+    sides = ("bare", "stream-core")
+    n = args.calls
+    with bench.Loopback() as server:
+        jobs: list[Job] = []
+        for provider in args.providers:
+            name = f"percall-{provider}"
+            server.add(name, bench.make_body(provider, "text", 20).data)
+            url = server.base_url(name)
+            jobs += [Job(provider, "text", side, 0, Path(), 0, url, calls)
+                     for side in sides for calls in (0, 1, n + 1)]
+        counts = _run_all(jobs, args.jobs)
+
+    def count(provider: str, side: str, calls: int) -> int:
+        return counts[next(j for j in jobs if (j.provider, j.side, j.calls)
+                            == (provider, side, calls))]
+
+    rows = []
+    for provider in args.providers:
+        for side in sides:
+            setup = count(provider, side, 0)
+            first = count(provider, side, 1) - setup
+            each = (count(provider, side, n + 1) - count(provider, side, 1)) / n
+            rows.append({"provider": provider, "side": side, "setup_instructions": setup,
+                         "first_call_instructions": first, "per_call_instructions": each})
+    if args.json:
+        print(json.dumps({"calls": n, "rows": rows}, indent=2))
+        return 0
+    print(f"instructions per call, {n} calls after the first: (I({n + 1} calls) - I(1)) / {n}; "
+          f"first call = I(1) - I(0); set-up = I(0) (interpreter start and imports)")
+    head = (f"{'provider':<19} {'side':<12} {'set-up':>15} {'first call':>14} "
+            f"{'per later call':>15}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['provider']:<19} {r['side']:<12} {r['setup_instructions']:>15,} "
+              f"{r['first_call_instructions']:>14,} {r['per_call_instructions']:>15,.0f}")
+    print()
+    for provider in args.providers:
+        bare, core = (next(r for r in rows if (r["provider"], r["side"]) == (provider, side))
+                      for side in sides)
+        ratio = core["per_call_instructions"] / bare["per_call_instructions"]
+        print(f"{provider:<19} per later call, stream-core / bare: {ratio:.2f}x "
+              f"(target <= {percall.TARGET}x)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=("inprocess", "socket", "percall"),
+                        default="inprocess", help="what to count (default: in-process)")
     parser.add_argument("--sizes", type=int, nargs=2, default=[5000, 20000],
                         metavar=("SMALL", "LARGE"), help="deltas per stream, two sizes")
+    parser.add_argument("--calls", type=int, default=30, help="percall: calls after the first")
     parser.add_argument("--only", choices=bench.KINDS, help="run one stream kind")
     parser.add_argument("--providers", nargs="+", choices=bench.PROVIDERS,
                         default=list(bench.PROVIDERS))
@@ -138,37 +234,31 @@ def main(argv: list[str] | None = None) -> int:
         print("valgrind is not installed, so there is nothing to count; install it "
               "(e.g. `apt-get install valgrind`) and run again. Skipping.")
         return 0
+    if args.mode == "percall":
+        return main_percall(args)
     small, large = sorted(args.sizes)
     if small == large:
         parser.error("--sizes needs two different sizes")
     kinds = [args.only] if args.only else list(bench.KINDS)
 
     with tempfile.TemporaryDirectory(prefix="stream-core-bench-") as tmp:
-        jobs: list[Job] = []
-        for provider in args.providers:
-            for kind in kinds:
-                for size in (small, large):
-                    body = bench.make_body(provider, kind, size)
-                    path = Path(tmp) / f"{provider}-{kind}-{size}.sse"
-                    path.write_bytes(body.data)
-                    jobs += [Job(provider, kind, side, size, path, body.events)
-                             for side in bench.SIDES]
-        # One plain run each: catches a broken replay in seconds, and writes any missing
-        # .pyc files so no counted run pays for compiling.
-        for job in jobs:
-            proc = subprocess.run(_single_cmd(job), capture_output=True, text=True,
-                                  env=_env(), check=True)
-            _check_single(job, proc.stdout)
-        started = time.monotonic()
-        counts: dict[Job, int] = {}
-
-        def count(job: Job) -> None:
-            counts[job] = instructions(job)
-            print(f"  [{time.monotonic() - started:5.0f}s] {job.provider} {job.kind} "
-                  f"{job.side} {job.size}: {counts[job]:,} instructions", file=sys.stderr)
-
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            list(pool.map(count, jobs))
+        server = bench.Loopback(folder=Path(tmp)) if args.mode == "socket" else None
+        try:
+            jobs: list[Job] = []
+            for provider in args.providers:
+                for kind in kinds:
+                    for size in (small, large):
+                        body = bench.make_body(provider, kind, size)
+                        name = bench.body_name(body)
+                        path = Path(tmp) / f"{name}.sse"
+                        path.write_bytes(body.data)
+                        url = server.base_url(name) if server is not None else None
+                        jobs += [Job(provider, kind, side, size, path, body.events, url)
+                                 for side in bench.SIDES]
+            counts = _run_all(jobs, args.jobs)
+        finally:
+            if server is not None:
+                server.close()
 
     def per_event(provider: str, kind: str, side: str) -> tuple[float, int]:
         lo, hi = (next(j for j in jobs if (j.provider, j.kind, j.side, j.size)
@@ -185,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         out: dict[str, Any] = {
+            "mode": args.mode,
             "sizes": [small, large],
             "rows": [{"provider": r.provider, "stream": r.kind, "delta_events": r.events,
                       "bare_instructions_per_event": r.bare,
@@ -197,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(json.dumps(out, indent=2))
     else:
+        if args.mode == "socket":
+            print("over a loopback socket (benchmarks/server.py), one HTTP chunk per event")
         print_tables(rows, small, large)
     return 0
 

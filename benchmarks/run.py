@@ -1,7 +1,8 @@
 """Replay large synthetic SSE bodies through stream-core and through a bare httpx-sse loop.
 
-    python benchmarks/run.py [--repeat N] [--sizes 20000 ...] [--only text|tool] [--json]
-    python benchmarks/run.py --single PROVIDER KIND SIDE SIZE [--body FILE]
+    python benchmarks/run.py [--mode inprocess|socket] [--repeat N] [--sizes 20000 ...]
+                             [--only text|tool] [--json]
+    python benchmarks/run.py --single PROVIDER KIND SIDE SIZE [--body FILE | --url URL]
 
 Two stream kinds per wire format: `text` (SIZE text deltas) and `tool` (one tool call whose
 ~10*SIZE bytes of arguments arrive in SIZE fragments). Both sides read the same bytes through
@@ -11,8 +12,13 @@ the body as 64 KiB chunks. The bare side is `EventSource(response).aiter_sse()` 
 end, then `await s.result()`. Times are best-of-N with a warm-up; the unit is one SSE event
 of the body, so the ratio of per-event times is the ratio of whole-replay times.
 
-`--single` replays once with no warm-up and prints `{"events": ...}`: the unit that
-benchmarks/cachegrind.py runs under valgrind.
+`--mode socket` serves the same bodies from a loopback server process (benchmarks/server.py,
+127.0.0.1 only, one HTTP chunk per SSE event as the vendors write them): the bare side reads
+through one reused `httpx.AsyncClient`, stream-core through its default shared client, idle
+timeout on. It also runs each side once in a process of its own to report its peak RSS.
+
+`--single` replays once with no warm-up and prints `{"events": ..., "rss_kb": ...}`: the
+unit that benchmarks/cachegrind.py runs under valgrind (`--url` reads from a server).
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import json
 import math
 import random
 import struct
+import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -215,9 +223,7 @@ def anthropic_body(kind: str, size: int) -> Body:
 
 
 def openai_body(kind: str, size: int) -> Body:
-    def chunk(
-        delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None
-    ) -> str:
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None) -> str:
         """One chunk; `delta=None` gives the usage-only chunk with empty choices."""
         choices = (
             []
@@ -443,9 +449,7 @@ def google_body(kind: str, size: int) -> Body:
 
         parts = [chunk({"functionCall": {"name": "write_file", "willContinue": True}})]
         parts.append(chunk(args("$.path", arguments["path"], False)))
-        parts += [
-            chunk(args("$.content", p, i < len(pieces) - 1)) for i, p in enumerate(pieces)
-        ]
+        parts += [chunk(args("$.content", p, i < len(pieces) - 1)) for i, p in enumerate(pieces)]
         parts.append(chunk({"functionCall": {}}, "STOP"))
     return Body(
         "google-generative-ai", kind, size, "".join(parts).encode(), len(parts), text, arguments
@@ -557,12 +561,16 @@ _BARE_PAYLOAD = {
 }
 
 
-async def run_bare(client: httpx.AsyncClient, provider: str = "anthropic-messages") -> int:
+async def run_bare(
+    client: httpx.AsyncClient,
+    provider: str = "anthropic-messages",
+    url: str = BASE_URL + "/bench",
+) -> int:
     """The floor: decode SSE and parse each event's JSON, nothing else. Returns SSE events."""
     if provider == "bedrock-converse-stream":
-        return await run_bare_event_stream(client)
+        return await run_bare_event_stream(client, url)
     n = 0
-    async with client.stream("POST", BASE_URL + "/bench", json=_BARE_PAYLOAD) as response:
+    async with client.stream("POST", url, json=_BARE_PAYLOAD) as response:
         async for sse in EventSource(response).aiter_sse():
             n += 1
             if sse.data != "[DONE]":
@@ -570,12 +578,12 @@ async def run_bare(client: httpx.AsyncClient, provider: str = "anthropic-message
     return n
 
 
-async def run_bare_event_stream(client: httpx.AsyncClient) -> int:
+async def run_bare_event_stream(client: httpx.AsyncClient, url: str) -> int:
     """The floor for AWS event-stream: frame, check both CRCs, read the event type, parse the
     payload's JSON. Returns messages."""
     n = 0
     buf = bytearray()
-    async with client.stream("POST", BASE_URL + "/bench", json=_BARE_PAYLOAD) as response:
+    async with client.stream("POST", url, json=_BARE_PAYLOAD) as response:
         async for chunk in response.aiter_bytes():
             buf += chunk
             pos = 0
@@ -597,8 +605,10 @@ async def run_bare_event_stream(client: httpx.AsyncClient) -> int:
     return n
 
 
-async def run_core(client: httpx.AsyncClient, model: Model) -> tuple[int, Any]:
-    """Every normalized event, then the final message. Returns (events, message)."""
+async def run_core(client: httpx.AsyncClient | None, model: Model) -> tuple[int, Any]:
+    """Every normalized event, then the final message. Returns (events, message).
+
+    `client=None`: stream-core's own default (its shared keep-alive client)."""
     n = 0
     options = StreamOptions(client=client, api_key="bench", max_retries=0)
     async with stream_core.stream(model, CONTEXT, options) as s:
@@ -635,6 +645,9 @@ class Row:
     events: int
     bare_s: float
     core_s: float
+    bare_rss_kb: int = 0
+    """Peak RSS of a process replaying this side once (socket mode only)."""
+    core_rss_kb: int = 0
 
     @property
     def bare_us(self) -> float:
@@ -672,26 +685,145 @@ async def measure(body: Body, repeat: int) -> Row:
     return Row(body.provider, body.kind, body.size, body.events, bare_best, core_best)
 
 
+# --- the loopback server (socket mode) ----------------------------------------------------
+
+SERVER = Path(__file__).resolve().parent / "server.py"
+
+
+class Loopback:
+    """benchmarks/server.py in a process of its own, serving bodies saved as files.
+
+    Stops with this object (`close`), or by itself when this process is gone."""
+
+    def __init__(self, bodies: dict[str, bytes] | None = None, folder: Path | None = None) -> None:
+        self._tmp = (
+            None if folder is not None else tempfile.TemporaryDirectory(prefix="stream-core-serve-")
+        )
+        self.folder = folder or Path(self._tmp.name)  # type: ignore[union-attr]
+        for name, data in (bodies or {}).items():
+            self.add(name, data)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SERVER), str(self.folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+
+    def add(self, name: str, data: bytes) -> None:
+        (self.folder / f"{name}.sse").write_bytes(data)
+
+    def base_url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> Loopback:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def body_name(body: Body) -> str:
+    return f"{body.provider}-{body.kind}-{body.size}"
+
+
+def socket_model(provider: str, url: str) -> Model:
+    return Model(id="bench", api=provider, provider="bench", base_url=url)
+
+
+async def measure_socket(body: Body, repeat: int, server: Loopback) -> Row:
+    url = server.base_url(body_name(body))
+    model = socket_model(body.provider, url)
+    async with httpx.AsyncClient(timeout=None) as client:
+        bare_events = await run_bare(client, body.provider, url + "/bench")
+        core_events, message = await run_core(None, model)
+        check(body, bare_events, core_events, message)
+        del message
+        bare_best = core_best = math.inf
+        for _ in range(repeat):
+            bare_best = min(
+                bare_best, await _timed(lambda: run_bare(client, body.provider, url + "/bench"))
+            )
+            core_best = min(core_best, await _timed(lambda: run_core(None, model)))
+    return Row(body.provider, body.kind, body.size, body.events, bare_best, core_best)
+
+
+def peak_rss_self_kb() -> int:
+    """This process's peak RSS. Not `getrusage`: Linux carries its `ru_maxrss` across
+    exec, so a child would report its parent's peak; `VmHWM` starts afresh."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def peak_rss_kb(body: Body, side: str, url: str) -> int:
+    """One replay of `side` in a fresh process; its peak resident set (KiB)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--single",
+            body.provider,
+            body.kind,
+            side,
+            str(body.size),
+            "--url",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(json.loads(proc.stdout.strip().splitlines()[-1])["rss_kb"])
+
+
 def _mark(ratio: float, target: float) -> str:
     return "ok" if ratio <= target else "MISS"
 
 
-def print_tables(rows: list[Row], repeat: int) -> None:
+def print_tables(rows: list[Row], repeat: int, mode: str = "inprocess") -> None:
+    where = (
+        "over a loopback socket, one HTTP chunk per event"
+        if mode == "socket"
+        else ("in-process (MockTransport, 64 KiB chunks)")
+    )
     print(
-        f"best of {repeat}, per SSE event of the body; ratio = stream-core / bare "
+        f"{where}; best of {repeat}, per SSE event of the body; ratio = stream-core / bare "
         f"(target <= {TEXT_TARGET}x)"
     )
+    rss = any(r.bare_rss_kb for r in rows)
     head = (
         f"{'provider':<23} {'stream':<6} {'events':>7} {'bare µs/ev':>11} "
         f"{'stream-core µs/ev':>18} {'ratio':>7}  target"
-    )
+    ) + (f"  {'bare RSS MiB':>12} {'core RSS MiB':>12} {'RSS ratio':>9}" if rss else "")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(
+        line = (
             f"{r.provider:<23} {r.kind:<6} {r.events:>7} {r.bare_us:>11.3f} "
-            f"{r.core_us:>18.3f} {r.ratio:>6.2f}x  {_mark(r.ratio, TEXT_TARGET)}"
+            f"{r.core_us:>18.3f} {r.ratio:>6.2f}x  {_mark(r.ratio, TEXT_TARGET):<6}"
         )
+        if rss:
+            line += (
+                f"  {r.bare_rss_kb / 1024:>12.1f} {r.core_rss_kb / 1024:>12.1f} "
+                f"{r.core_rss_kb / r.bare_rss_kb:>8.2f}x"
+            )
+        print(line)
     pairs = tool_text_pairs(rows)
     if not pairs:
         return
@@ -721,8 +853,9 @@ def tool_text_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
     ]
 
 
-def as_json(rows: list[Row], repeat: int) -> dict[str, Any]:
+def as_json(rows: list[Row], repeat: int, mode: str = "inprocess") -> dict[str, Any]:
     return {
+        "mode": mode,
         "repeat": repeat,
         "targets": {"stream_core_over_bare": TEXT_TARGET, "tool_over_text": TOOL_TARGET},
         "rows": [
@@ -736,6 +869,8 @@ def as_json(rows: list[Row], repeat: int) -> dict[str, Any]:
                 "bare_us_per_event": r.bare_us,
                 "stream_core_us_per_event": r.core_us,
                 "ratio": r.ratio,
+                "bare_peak_rss_kb": r.bare_rss_kb or None,
+                "stream_core_peak_rss_kb": r.core_rss_kb or None,
             }
             for r in rows
         ],
@@ -754,8 +889,22 @@ def as_json(rows: list[Row], repeat: int) -> dict[str, Any]:
 # --- entry --------------------------------------------------------------------------------
 
 
-async def run_single(provider: str, kind: str, side: str, size: int, body_file: Path | None) -> int:
+async def run_single(
+    provider: str, kind: str, side: str, size: int, body_file: Path | None, url: str | None
+) -> int:
     """One replay, no warm-up, no check beyond event counts: what cachegrind measures."""
+    if url is not None:
+        # The server has the body; this process only counts what it reads.
+        # SSE events in the bodies this module writes (see anthropic_body, openai_body).
+        events = size + (6 if provider == "anthropic-messages" else 4)
+        if side == "bare":
+            async with httpx.AsyncClient(timeout=None) as client:
+                n = await run_bare(client, provider, url + "/bench")
+        else:
+            n, message = await run_core(None, socket_model(provider, url))
+            assert n == size + 4 and message.error is None, (n, message.error)
+            n = events
+        return n
     if body_file is not None:
         # Read, not generated: generation grows with size and would not cancel out.
         data = body_file.read_bytes()
@@ -793,29 +942,51 @@ def main(argv: list[str] | None = None) -> int:
         help="replay once without warm-up (for cachegrind)",
     )
     parser.add_argument("--body", type=Path, help="with --single: read the body from FILE")
+    parser.add_argument(
+        "--url", help="with --single: read the body from a benchmarks/server.py base URL"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("inprocess", "socket"),
+        default="inprocess",
+        help="where the bytes come from (default: in-process)",
+    )
     args = parser.parse_args(argv)
 
     if args.single:
         provider, kind, side, size = args.single
         if provider not in PROVIDERS or kind not in KINDS or side not in SIDES:
             parser.error(f"--single wants one of {PROVIDERS}, {KINDS}, {SIDES} and a size")
-        events = asyncio.run(run_single(provider, kind, side, int(size), args.body))
-        print(json.dumps({"events": events}))
+        events = asyncio.run(run_single(provider, kind, side, int(size), args.body, args.url))
+        print(json.dumps({"events": events, "rss_kb": peak_rss_self_kb()}))
         return 0
 
     kinds = [args.only] if args.only else list(KINDS)
     rows = []
-    for size in args.sizes:
-        for provider in args.providers:
-            for kind in kinds:
-                body = make_body(provider, kind, size)
-                rows.append(asyncio.run(measure(body, args.repeat)))
-                if not args.json:
-                    print(f"  measured {provider} {kind} {size}", file=sys.stderr)
+    server = Loopback() if args.mode == "socket" else None
+    try:
+        for size in args.sizes:
+            for provider in args.providers:
+                for kind in kinds:
+                    body = make_body(provider, kind, size)
+                    if server is None:
+                        rows.append(asyncio.run(measure(body, args.repeat)))
+                    else:
+                        server.add(body_name(body), body.data)
+                        row = asyncio.run(measure_socket(body, args.repeat, server))
+                        url = server.base_url(body_name(body))
+                        row.bare_rss_kb = peak_rss_kb(body, "bare", url)
+                        row.core_rss_kb = peak_rss_kb(body, "stream-core", url)
+                        rows.append(row)
+                    if not args.json:
+                        print(f"  measured {provider} {kind} {size}", file=sys.stderr)
+    finally:
+        if server is not None:
+            server.close()
     if args.json:
-        print(json.dumps(as_json(rows, args.repeat), indent=2))
+        print(json.dumps(as_json(rows, args.repeat, args.mode), indent=2))
     else:
-        print_tables(rows, args.repeat)
+        print_tables(rows, args.repeat, args.mode)
     return 0
 
 

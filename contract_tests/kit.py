@@ -282,6 +282,25 @@ def replay_response(
     )
 
 
+def text_case(api: str) -> Fixture:
+    """The smallest streamed recording of `api` that ends normally with text (thinking may
+    come first): what the fault and transport tests cut, stall and splice. Recordings of
+    four events or more are preferred, so half of one, or all but two, ends before the
+    terminal event (a Gemini answer may be two chunks)."""
+    cases = [
+        f
+        for f in load_fixtures(api)
+        if f.expect.get("stop_reason") == "stop"
+        and f.streamed
+        and not f.expect.get("content_partial")
+        and any(b["type"] == "text" for b in f.expect.get("content", []))
+        and all(b["type"] in ("text", "thinking") for b in f.expect["content"])
+    ]
+    assert cases, f"{api}: needs a recording of a plain text answer"
+    long_enough = [f for f in cases if len(framing(api).frames(f.body)) >= 4]
+    return min(long_enough or cases, key=lambda f: len(f.body))
+
+
 # --- running a provider -----------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from stream_core.contract_tests.kit import (
     load_fixtures,
     options,
     run_provider,
+    text_case,
     vendor_response,
 )
 
@@ -47,21 +48,7 @@ APIS = apis_under_test()
 
 
 def _text_case(api: str) -> Fixture:
-    """The smallest recording that ends normally with text (other blocks may come first)."""
-    cases = [
-        f
-        for f in load_fixtures(api)
-        if f.expect.get("stop_reason") == "stop"
-        and f.streamed
-        and not f.expect.get("content_partial")
-        and any(b["type"] == "text" for b in f.expect.get("content", []))
-        and all(b["type"] in ("text", "thinking") for b in f.expect["content"])
-    ]
-    assert cases, f"{api}: needs a recording of a plain text answer"
-    # The cuts below (half, all but two, a head of three) must fall before the terminal
-    # event, so prefer recordings of four events or more (a Gemini answer may be two).
-    long_enough = [f for f in cases if len(_events(api, f.body)) >= 4]
-    return min(long_enough or cases, key=lambda f: len(f.body))
+    return text_case(api)
 
 
 def _error_case(api: str) -> Fixture:

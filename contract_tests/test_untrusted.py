@@ -10,6 +10,7 @@ grammar, and a final message that prints, serializes and reads back unchanged.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from typing import Any
@@ -23,6 +24,7 @@ from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     Fixture,
     Run,
+    apis_under_test,
     contract_context,
     contract_model,
     load_fixtures,
@@ -34,8 +36,9 @@ from stream_core.contract_tests.kit import (
 import stream_core
 from stream_core import AssistantMessage, MessageEnd, event_to_json
 
-APIS = [entry.api for entry in stream_core.list_providers()]
-BACKENDS = ["asyncio", "trio"]
+APIS = apis_under_test()
+# trio is a dev dependency here; a plugin author's install may not have it.
+BACKENDS = ["asyncio"] + (["trio"] if importlib.util.find_spec("trio") else [])
 EXAMPLES = int(os.environ.get("STREAM_CORE_FUZZ_EXAMPLES", "200"))
 """Examples per provider and backend; raise it for a deeper run than CI's."""
 _SMALL = 32 * 1024  # recordings replayed hundreds of times stay small

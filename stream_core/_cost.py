@@ -9,6 +9,7 @@ of the message stands.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 from dataclasses import dataclass
@@ -105,6 +106,10 @@ def _genai_model(model: Model) -> Any:
     """genai-prices' entry for `model`, or None; looked up once per model (misses too),
     and again only if genai-prices' data snapshot is replaced (its auto-update)."""
     global _snapshot
+    if model.provider not in _GENAI_PROVIDER and _local_host(model.base_url):
+        # A server on this machine or network: nobody prices it, and loading the price
+        # data (tens of MB) for nothing would double a small process's memory.
+        return None
     from genai_prices import data_snapshot
 
     snapshot = data_snapshot.get_snapshot()
@@ -125,6 +130,20 @@ def _genai_model(model: Model) -> Any:
         found = None
     _found[key] = found
     return found
+
+
+def _local_host(base_url: str) -> bool:
+    try:
+        host = httpx.URL(base_url).host
+    except Exception:  # noqa: BLE001 - an odd URL is simply not a known vendor's
+        return True
+    if not host or host == "localhost" or host.endswith((".local", ".localhost", ".internal")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_unspecified
 
 
 # USD per million tokens from the first token, then from each tier's start (exclusive).

@@ -53,8 +53,9 @@ class StreamOptions:
     base_url: str | None = None
     """Send this call here instead of `model.base_url` (a gateway, a proxy, a local server)."""
     client: httpx.AsyncClient | None = None
-    """Use this client (connection pool, proxies, a mock transport) instead of a new one;
-    its default headers are sent too."""
+    """Use this client (connection pool, proxies, a mock transport) instead of the keep-alive
+    client shared by calls on the same event loop; its default headers are sent too. It is
+    never closed by the stream."""
     cancel: anyio.Event | None = None
     """Set it to abort: the response is closed and the message ends `aborted`."""
     connect_timeout: float | None = 10.0

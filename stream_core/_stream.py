@@ -2,16 +2,24 @@
 
     stream() ── validate (raise now) ── AssistantStream
     __anext__ ─ message_start ─ request (retries) ─ chunk ─ decode ─ translate ─ events
-                                                   └─ idle timeout / cancel per receive
+                                                   └─ idle: socket read timeout
+                                                      cancel: one watcher per stream
 
 Everything after `stream()` returns is encoded in events; nothing raises. The stream is a
-class, not a generator, so each receive gets its own timeout scope and no cancel scope
-ever spans a `yield` (anyio's rule). Decoding, translation and assembly are synchronous:
-the only await per network chunk is the read.
+class, not a generator, so no cancel scope ever spans a `yield` (anyio's rule). Decoding,
+translation and assembly are synchronous: the only await per network chunk is the read.
+
+Timeouts and cancel cost nothing per chunk on a real connection (see `_read_chunk`): the
+idle timeout is the transport's own per-read socket timeout, and `options.cancel` is
+watched by one detached task per stream that shuts the socket down when the event is set.
+Bodies that do not come from a socket (mock or ASGI transports, HTTP/2 multiplexing) are
+read inside one cancel scope per read instead. Without an injected client, calls share one
+keep-alive client per event loop (`shared_client`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import email.utils
 import html
@@ -22,14 +30,16 @@ import math
 import os
 import random
 import re
+import socket
 import time
 import traceback
 import typing
+import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import httpx
@@ -243,6 +253,10 @@ _AUTH_HEADERS = frozenset(
 )
 
 
+class _Socket(Protocol):
+    def shutdown(self, how: int, /) -> None: ...
+
+
 # States of the pump.
 _START, _CONNECT, _READ, _DONE = range(4)
 
@@ -281,6 +295,11 @@ class AssistantStream:
         first event."""
         self._attempt = 0
         self._whole: Any = _NONE
+        self._scope: anyio.CancelScope | None = None
+        """The scope of the await in progress that `options.cancel` may interrupt."""
+        self._socket: _Socket | None = None
+        """The response's own socket, when its reads honour the transport's read timeout."""
+        self._stop_watch: Callable[[], object] | None = None
         self._started: float | None = None
         self._span: ChatSpan | None = None
         # Built now, inside `stream()`: a bad context, option or payload hook raises here,
@@ -344,18 +363,28 @@ class AssistantStream:
                 self._span = otel.start_span(self._model, self._options)
             return
         try:
+            if self._cancel_requested():
+                raise _Aborted
             if self._state == _CONNECT:
                 await self._connect()
                 self._state = _READ
             else:
                 await self._read_chunk()
         except StreamFailure as failure:
-            # Connect-phase failures were already offered a retry inside `_connect`.
-            if self._state == _READ and await self._may_retry(failure.error):
+            # A read that failed because the watcher shut the socket is an abort, not a
+            # network error; connect-phase failures were already offered a retry.
+            if self._cancel_requested():
+                await self._finish(_aborted())
+                return
+            try:
+                if self._state == _READ and await self._may_retry(failure.error):
+                    return
+            except _Aborted:
+                await self._finish(_aborted())
                 return
             await self._finish(failure.error)
         except _Aborted:
-            await self._finish(StreamError(kind="aborted", message="cancelled by options.cancel"))
+            await self._finish(_aborted())
         except anyio.get_cancelled_exc_class():
             # The caller's own scope was cancelled: clean up, record, and let it propagate.
             with anyio.CancelScope(shield=True):
@@ -369,19 +398,21 @@ class AssistantStream:
     async def _connect(self) -> None:
         if self._no_key is not None:
             raise StreamFailure(self._no_key)
+        if self._options.cancel is not None and self._stop_watch is None:
+            self._stop_watch = _spawn_detached(self._watch_cancel)
         fetch = self._wire.bearer_token
         request = self._request
         assert request is not None
         if fetch is not None and not self._secrets and "authorization" not in request.headers:
             # An OAuth token (Vertex AI's default credentials) is I/O: fetched here, once.
-            token = await self._guard(fetch(self._model))
+            token = await self._interruptible(fetch(self._model), None)
             if token:
                 self._secrets += (token,)
                 request.headers["authorization"] = f"Bearer {token}"
         opts = self._options
         while True:
             if self._client is None:
-                self._client = opts.client or httpx.AsyncClient(timeout=None)
+                self._client = opts.client or shared_client()
             error = await self._send()
             if error is None:
                 return
@@ -461,11 +492,16 @@ class AssistantStream:
         """Send the request; None on a 2xx response (kept open), else the error."""
         assert self._client is not None and self._request is not None
         first_byte = self._options.first_byte_timeout
+        timeouts = self._request.extensions["timeout"]
+        # Waiting for the headers is the first-byte timeout's job (the scope below); only
+        # the body's reads get the transport's per-read timeout (see `_read_chunk`).
+        timeouts["read"] = None
         try:
-            with anyio.fail_after(first_byte if first_byte is not None else math.inf):
-                response = await self._guard(self._client.send(self._request, stream=True))
-                self.message.request_id = request_id(response.headers)
-        except TimeoutError:
+            response = await self._interruptible(
+                self._client.send(self._request, stream=True), first_byte
+            )
+            self.message.request_id = request_id(response.headers)
+        except _Expired:
             return StreamError(
                 kind="timeout",
                 retryable=True,
@@ -477,7 +513,17 @@ class AssistantStream:
             return StreamError(kind="network", retryable=True, message=self._net_text(exc))
         if response.status_code < 400:
             self._response = response
-            self._chunks = response.aiter_bytes()
+            self._socket = _own_socket(response)
+            # Raw bytes skip one async generator per chunk, which on a socket is one per
+            # event. We ask for identity; a body compressed anyway still gets decoded, and
+            # so does any body not read from a socket (a mock's may be read already).
+            encoded = response.headers.get("content-encoding", "identity") != "identity"
+            raw = self._socket is not None and not encoded
+            self._chunks = response.aiter_raw() if raw else response.aiter_bytes()
+            if self._socket is not None:
+                # httpcore takes the read timeout from this dict when the body is first
+                # read, i.e. after this point: a socket-level idle timeout, per read.
+                timeouts["read"] = self._options.idle_timeout
             media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
             if media not in self._decoder.media_types:
                 await self._read_unstreamed(media)
@@ -568,7 +614,10 @@ class AssistantStream:
         self._attempt += 1
         logger.info("%s: retrying after %.2fs (%s)", self._wire.api, delay, error.kind)
         await self._close_response()
-        await self._guard(anyio.sleep(delay))
+        try:
+            await self._interruptible(anyio.sleep(delay), None)
+        except _Expired:  # pragma: no cover - no deadline was set
+            pass
         if self._state == _READ:
             # A failure before any update (e.g. an overloaded event): start over cleanly.
             self._reset_message()
@@ -602,13 +651,20 @@ class AssistantStream:
                 raise ProtocolError("the non-streamed answer was incomplete")
             await self._finish(None)
             return
+        # The read is the one await per chunk, so it carries no cancel scope of its own when
+        # the body comes from a socket: a cancel scope costs as much as the rest of the
+        # event's work. There the idle timeout is the transport's read timeout (set in
+        # `_send`) and `options.cancel` shuts the socket down (`_watch_cancel`). Other
+        # bodies (mock transports, HTTP/2) get one scope per read with the idle deadline.
         idle = self._options.idle_timeout
         try:
-            with anyio.fail_after(idle if idle is not None else math.inf):
-                chunk = await self._guard(self._chunks.__anext__())
+            if self._socket is not None:
+                chunk = await self._chunks.__anext__()
+            else:
+                chunk = await self._interruptible(self._chunks.__anext__(), idle)
         except StopAsyncIteration:
             chunk = None
-        except TimeoutError:
+        except (_Expired, httpx.ReadTimeout):
             raise StreamFailure(
                 StreamError(
                     kind="timeout", retryable=True, message=f"no data for idle_timeout={idle}s"
@@ -659,33 +715,64 @@ class AssistantStream:
                 )
             )
 
-    async def _guard(self, awaitable: Awaitable[T]) -> T:
-        """Await, but give up at once when `options.cancel` is set."""
+    def _cancel_requested(self) -> bool:
         cancel = self._options.cancel
-        if cancel is None:
-            return await awaitable
-        if cancel.is_set():
+        return cancel is not None and cancel.is_set()
+
+    async def _interruptible(self, awaitable: Awaitable[T], timeout: float | None) -> T:
+        """Await inside a scope that `options.cancel` can cancel, with an optional deadline.
+
+        Raises `_Aborted` when cancelled by `options.cancel`, `_Expired` at the deadline; a
+        cancel of the caller's own scope propagates. No task group: errors come out as
+        they are, never wrapped in an exception group.
+        """
+        if self._cancel_requested():
             _close_awaitable(awaitable)
             raise _Aborted
-        result: list[T] = []
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                await cancel.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch)
+        deadline = math.inf if timeout is None else anyio.current_time() + timeout
+        with anyio.CancelScope(deadline=deadline) as scope:
+            self._scope = scope
             try:
-                result.append(await awaitable)
+                return await awaitable
             finally:
-                tg.cancel_scope.cancel()
-        if not result:
+                self._scope = None
+        if self._cancel_requested():
             raise _Aborted
-        return result[0]
+        raise _Expired
+
+    async def _watch_cancel(self) -> None:
+        """The one watcher per stream: wait for `options.cancel`, then interrupt the await
+        in progress at once (its scope, or the socket a scope-free read is blocked on)."""
+        cancel = self._options.cancel
+        assert cancel is not None
+        await cancel.wait()
+        scope, sock = self._scope, self._socket
+        if scope is not None:
+            scope.cancel()
+        elif sock is not None:
+            # The blocked read wakes with end-of-file; the pump sees the event and aborts.
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    async def _drain(self) -> None:
+        """After the terminal event, read the rest of the body (the chunked-encoding end, a
+        trailing newline) for a moment, so the connection goes back to the pool for the
+        next call instead of being closed. A server that keeps the body open costs at most
+        `_DRAIN_TIMEOUT`."""
+        chunks = self._chunks
+        left = _DRAIN_LIMIT
+        try:
+            while left > 0:
+                left -= len(await self._interruptible(chunks.__anext__(), _DRAIN_TIMEOUT))
+        except (StopAsyncIteration, _Expired, _Aborted, httpx.HTTPError):
+            pass
 
     async def _close_response(self) -> None:
         response, chunks = self._response, self._chunks
         self._response = self._chunks = None
+        self._socket = None
         with anyio.CancelScope(shield=True):
             if chunks is not None:
                 # Close the byte iterator too: trio warns about unfinished async generators.
@@ -700,10 +787,14 @@ class AssistantStream:
             # Closed before the first read: the sequence still opens with message_start.
             self._queue.append(MessageStart(self.message))
         self._state = _DONE
-        await self._close_response()
-        if self._client is not None and self._options.client is None:
+        if self._stop_watch is not None:
+            self._stop_watch()
+            self._stop_watch = None
+        if error is None and self._socket is not None:
             with anyio.CancelScope(shield=True):
-                await self._client.aclose()
+                await self._drain()
+        await self._close_response()
+        # The shared client stays open for the next call on this event loop.
         self._client = None
         m = self.message
         if self._secrets:
@@ -838,6 +929,104 @@ async def _one_chunk(body: bytes) -> typing.AsyncIterator[bytes]:
 async def _no_chunks() -> typing.AsyncIterator[bytes]:
     return
     yield b""  # pragma: no cover
+
+
+def _aborted() -> StreamError:
+    return StreamError(kind="aborted", message="cancelled by options.cancel")
+
+
+class _Expired(Exception):
+    """An `_interruptible` await reached its deadline."""
+
+
+_DRAIN_TIMEOUT = 0.05
+_DRAIN_LIMIT = 64 * 1024
+
+
+def _own_socket(response: httpx.Response) -> _Socket | None:
+    """The socket under an HTTP/1.1 response read by httpcore, whose per-read timeout
+    httpcore applies; None for anything else (mock transports, HTTP/2, whose socket other
+    streams share, so shutting it down would end them too)."""
+    stream = response.extensions.get("network_stream")
+    if stream is None or response.http_version != "HTTP/1.1":
+        return None
+    try:
+        sock = stream.get_extra_info("socket")
+    except Exception:  # a custom network stream: fall back to scoped reads
+        return None
+    # A socket.socket, or asyncio's TransportSocket wrapper: both can be shut down.
+    return sock if callable(getattr(sock, "shutdown", None)) else None
+
+
+# --- detached tasks and the shared client -------------------------------------------------
+
+_detached: set[asyncio.Task[None]] = set()
+"""Strong references to detached asyncio tasks (the loop keeps only weak ones)."""
+
+
+def _spawn_detached(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], object]:
+    """Run `fn` in a task of its own, outside any task group, and return its canceller.
+
+    anyio offers no such task (a task group cannot stay open across `__anext__` calls,
+    which return to the caller), so this is per backend: an asyncio task, or a trio system
+    task. Either is cancelled when the event loop ends.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        import trio
+
+        scope = trio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                await fn()
+
+        trio.lowlevel.spawn_system_task(run)
+        return scope.cancel
+    task = loop.create_task(fn())
+    _detached.add(task)
+    task.add_done_callback(_detached.discard)
+    return task.cancel
+
+
+def _loop_key() -> object:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        import trio
+
+        return trio.lowlevel.current_trio_token()
+
+
+_SHARED_LIMITS = httpx.Limits(
+    max_connections=256, max_keepalive_connections=32, keepalive_expiry=30.0
+)
+_shared: weakref.WeakKeyDictionary[object, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+
+def shared_client() -> httpx.AsyncClient:
+    """The keep-alive client that calls without `options.client` share on this event loop.
+
+    One per loop (asyncio loop or trio run), made on first use (TLS set-up costs some
+    20 ms, so once, not per call) and closed when the loop ends. Timeouts come with each
+    request, so the client has none of its own.
+    """
+    key = _loop_key()
+    client = _shared.get(key)
+    if client is None or client.is_closed:
+        client = httpx.AsyncClient(timeout=None, limits=_SHARED_LIMITS)
+        _shared[key] = client
+        _spawn_detached(lambda: _close_at_loop_end(client))
+    return client
+
+
+async def _close_at_loop_end(client: httpx.AsyncClient) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
 
 
 def _close_awaitable(awaitable: Awaitable[Any]) -> None:

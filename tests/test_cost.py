@@ -326,3 +326,27 @@ def test_long_cache_is_honored_by_anthropic_itself_and_other_apis() -> None:
         id="c", api="anthropic-messages", provider="anthropic", base_url="https://x.example"
     )
     assert not stream_core.long_cache_honored(proxy)
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["http://localhost:8000/v1", "http://127.0.0.1:1234/v1", "http://192.168.1.20:11434"],
+)
+def test_a_local_server_is_priced_by_its_own_prices_without_loading_the_price_data(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # genai-prices' data costs tens of MB to load: a model served on this machine or the
+    # local network never triggers it (nobody prices it), whatever its name.
+    def no_lookup(model: Model) -> Any:
+        raise AssertionError("genai-prices consulted for a local server")
+
+    monkeypatch.setattr(genai_prices.data_snapshot, "get_snapshot", no_lookup)
+    local = Model(
+        id="gpt-4o",
+        api="openai-completions",
+        provider="vllm",
+        base_url=base_url,
+        prices=ModelPrices(input=1.0, output=2.0),
+    )
+    cost = compute_cost(local, Usage(input=1_000_000, output=1_000_000))
+    assert cost is not None and cost.total == 3.0
