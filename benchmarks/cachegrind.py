@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             jobs: list[Job] = []
             for provider in args.providers:
-                for kind in kinds:
+                for kind in bench.kinds_for(provider, kinds):
                     for size in (small, large):
                         body = bench.make_body(provider, kind, size)
                         name = bench.body_name(body)
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for provider in args.providers:
-        for kind in kinds:
+        for kind in bench.kinds_for(provider, kinds):
             bare, events = per_event(provider, kind, "bare")
             core, _ = per_event(provider, kind, "stream-core")
             rows.append(Row(provider, kind, events, bare, core))

@@ -53,8 +53,16 @@ PROVIDERS = (
     "openai-responses",
     "google-generative-ai",
     "bedrock-converse-stream",
+    "mistral-conversations",
+    "ollama-chat",
 )
 KINDS = ("text", "tool")
+# Ollama sends a tool call whole, on one line: there is no argument stream to measure.
+_KINDS_OF: dict[str, tuple[str, ...]] = {"ollama-chat": ("text",)}
+
+
+def kinds_for(provider: str, kinds: list[str]) -> list[str]:
+    return [k for k in kinds if k in _KINDS_OF.get(provider, KINDS)]
 SIDES = ("bare", "stream-core")
 CHUNK_SIZE = 64 * 1024
 BASE_URL = "https://bench.invalid"
@@ -502,12 +510,39 @@ def bedrock_body(kind: str, size: int) -> Body:
     return Body("bedrock-converse-stream", kind, size, b"".join(parts), len(parts), text, arguments)
 
 
+def mistral_body(kind: str, size: int) -> Body:
+    """Mistral streams Chat Completions chunks: the same bytes, read by its own module."""
+    body = openai_body(kind, size)
+    return Body(
+        "mistral-conversations", kind, size, body.data, body.events, body.text, body.arguments
+    )
+
+
+def ollama_body(kind: str, size: int) -> Body:
+    """Ollama's /api/chat: one JSON line per token, then the `done` line with usage."""
+    assert kind == "text", "Ollama sends tool calls whole"
+    deltas = text_deltas(size)
+
+    def line(content: str, **extra: Any) -> str:
+        message = {"role": "assistant", "content": content}
+        obj = {"model": "bench", "created_at": "2025-01-01T00:00:00Z", "message": message}
+        return _dumps({**obj, "done": False, **extra}) + "\n"
+
+    parts = [line(d) for d in deltas]
+    end = {"done": True, "done_reason": "stop", "prompt_eval_count": 25, "eval_count": size}
+    parts.append(line("", **end))
+    text = "".join(deltas)
+    return Body("ollama-chat", kind, size, "".join(parts).encode(), len(parts), text, None)
+
+
 _BODIES = {
     "anthropic-messages": anthropic_body,
     "openai-completions": openai_body,
     "openai-responses": responses_body,
     "google-generative-ai": google_body,
     "bedrock-converse-stream": bedrock_body,
+    "mistral-conversations": mistral_body,
+    "ollama-chat": ollama_body,
 }
 _EVENT_STREAM = "application/vnd.amazon.eventstream"
 
@@ -529,7 +564,9 @@ def count_events(data: bytes) -> int:
 
 
 def media_type(provider: str) -> str:
-    return _EVENT_STREAM if provider == "bedrock-converse-stream" else "text/event-stream"
+    if provider == "bedrock-converse-stream":
+        return _EVENT_STREAM
+    return "application/x-ndjson" if provider.startswith("ollama") else "text/event-stream"
 
 
 # --- the two sides ------------------------------------------------------------------------
@@ -569,12 +606,25 @@ async def run_bare(
     """The floor: decode SSE and parse each event's JSON, nothing else. Returns SSE events."""
     if provider == "bedrock-converse-stream":
         return await run_bare_event_stream(client, url)
+    if provider.startswith("ollama"):
+        return await run_bare_ndjson(client, url)
     n = 0
     async with client.stream("POST", url, json=_BARE_PAYLOAD) as response:
         async for sse in EventSource(response).aiter_sse():
             n += 1
             if sse.data != "[DONE]":
                 json.loads(sse.data)
+    return n
+
+
+async def run_bare_ndjson(client: httpx.AsyncClient, url: str) -> int:
+    """The floor for newline-delimited JSON: split lines, parse each. Returns lines."""
+    n = 0
+    async with client.stream("POST", url, json=_BARE_PAYLOAD) as response:
+        async for line in response.aiter_lines():
+            if line:
+                json.loads(line)
+                n += 1
     return n
 
 
@@ -894,15 +944,16 @@ async def run_single(
 ) -> int:
     """One replay, no warm-up, no check beyond event counts: what cachegrind measures."""
     if url is not None:
-        # The server has the body; this process only counts what it reads.
-        # SSE events in the bodies this module writes (see anthropic_body, openai_body).
-        events = size + (6 if provider == "anthropic-messages" else 4)
+        # The server has the body; this process only counts what it reads. The events
+        # around the deltas are a constant per provider and kind: a tiny body tells them
+        # (generating the full one here would add work that grows with the size).
+        events = size + (make_body(provider, kind, 8).events - 8)
         if side == "bare":
             async with httpx.AsyncClient(timeout=None) as client:
                 n = await run_bare(client, provider, url + "/bench")
         else:
             n, message = await run_core(None, socket_model(provider, url))
-            assert n == size + 4 and message.error is None, (n, message.error)
+            assert message.error is None, (n, message.error)
             n = events
         return n
     if body_file is not None:
@@ -967,7 +1018,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for size in args.sizes:
             for provider in args.providers:
-                for kind in kinds:
+                for kind in kinds_for(provider, kinds):
                     body = make_body(provider, kind, size)
                     if server is None:
                         rows.append(asyncio.run(measure(body, args.repeat)))

@@ -6,9 +6,10 @@ Serves the file `DIR/NAME.sse` to any request whose path starts with `/NAME/`, a
 `text/event-stream` in `transfer-encoding: chunked` with one HTTP chunk per SSE event (what
 the vendors' servers do), keeping connections alive. A body in AWS's binary event-stream
 framing (Bedrock; recognised by its prelude CRC) goes out one message per HTTP chunk, as
-`application/vnd.amazon.eventstream`. It listens on 127.0.0.1 only and
-prints its port as the first line of stdout. It stops when its stdin closes (its parent is
-gone), after `--lifetime` seconds in all, or after `--idle` seconds without a request.
+`application/vnd.amazon.eventstream`; newline-delimited JSON (Ollama) one line per chunk.
+It listens on 127.0.0.1 only and prints its port as the first line of stdout. It stops when
+its stdin closes (its parent is gone), after `--lifetime` seconds in all, or after `--idle`
+seconds without a request.
 Standard library only, so it loads nothing the measured side imports.
 """
 
@@ -39,6 +40,8 @@ def frame(data: bytes) -> list[bytes]:
             total = struct.unpack_from(">I", data, pos)[0]
             events.append(data[pos : pos + total])
             pos += total
+    elif data.startswith(b"{"):  # newline-delimited JSON (Ollama): one line per event
+        events = [line + b"\n" for line in data.split(b"\n") if line]
     else:
         events = [e + b"\n\n" for e in data.split(b"\n\n") if e]
     chunks = [b"%x\r\n%s\r\n" % (len(e), e) for e in events]
@@ -60,11 +63,12 @@ class Server:
             if "." in name or not file.is_file():
                 return None
             data = file.read_bytes()
-            media = (
-                b"application/vnd.amazon.eventstream"
-                if is_event_stream(data)
-                else b"text/event-stream"
-            )
+            if is_event_stream(data):
+                media = b"application/vnd.amazon.eventstream"
+            elif data.startswith(b"{"):
+                media = b"application/x-ndjson"
+            else:
+                media = b"text/event-stream"
             self.bodies[name] = (media, frame(data))
         return self.bodies[name]
 

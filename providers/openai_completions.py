@@ -385,8 +385,8 @@ def _translator(asm: Assembler) -> Translator:
             asm.set_response_model(chunk.get("model"))
         choices = optional_field(chunk, "choices", list, where)
         if choices:
-            choice = as_object(choices[0], where + ".choices[0]")
-            at = where + ".choices[0]"
+            at = _CHOICE if where == "chunk" else where + ".choices[0]"
+            choice = as_object(choices[0], at)
             delta = optional_field(choice, "delta", dict, at)
             if delta:
                 _delta(asm, delta, last_tool)
@@ -413,7 +413,11 @@ def _fail(asm: Assembler, chunk: dict[str, Any], error: Any, usage: Any) -> None
     raise StreamFailure(error_from_vendor(vendor_type, message, status=status))
 
 
+_CHOICE = "chunk.choices[0]"
 _DELTA = "chunk.choices[0].delta"
+_TOOL_CALLS = "chunk.choices[0].delta.tool_calls[]"
+_PARTS = "chunk.choices[0].delta.content[]"
+_THOUGHT_PARTS = "chunk.choices[0].delta.content[].thinking[]"
 
 
 def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> None:
@@ -441,8 +445,8 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
         asm.set_stop_reason(None, detail="refusal", rule="refusal")
     tool_calls = optional_field(delta, "tool_calls", list, _DELTA)
     if tool_calls:
-        for i, item in enumerate(tool_calls):
-            at = f"{_DELTA}.tool_calls[{i}]"
+        at = _TOOL_CALLS  # one name for every call: no string built per delta
+        for item in tool_calls:
             tc = as_object(item, at)
             index = optional_field(tc, "index", int, at)
             call_id = optional_field(tc, "id", str, at)
@@ -537,17 +541,17 @@ def _last_thinking(message: AssistantMessage) -> ThinkingContent | None:
 
 
 def _content_parts(asm: Assembler, parts: list[Any]) -> None:
-    for i, item in enumerate(parts):
+    at = _PARTS  # one name for every part: no string built per delta
+    for item in parts:
         if type(item) is not dict:
             continue  # a part of a kind we do not know
         part: dict[str, Any] = item
-        at = f"{_DELTA}.content[{i}]"
         ptype = optional_field(part, "type", str, at)
         if ptype == "thinking":
             inner = part.get("thinking")
             if type(inner) is list:
                 thought = "".join(
-                    optional_field(p, "text", str, at + ".thinking[]") or ""
+                    optional_field(p, "text", str, _THOUGHT_PARTS) or ""
                     for p in inner
                     if type(p) is dict
                 )

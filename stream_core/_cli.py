@@ -355,6 +355,8 @@ class _Recording:
     tools: tuple[Tool, ...] = ()
     api: str | None = None
     """The wire API, where the catalog's default for the model is another."""
+    base_url: str | None = None
+    """A model outside the catalog (a local server): a plain `Model` at this URL."""
 
 
 def _tool(name: str, description: str, **properties: str) -> Tool:
@@ -427,6 +429,22 @@ _DEMO: tuple[_Recording, ...] = (
         api="openai-responses",
     ),
     _Recording(
+        "mistral-reasoning.body",
+        "Mistral (Magistral): thinking parts inside the content array, then the answer",
+        "mistral",
+        "magistral-medium-latest",
+        "What is 2+2?",
+    ),
+    _Recording(
+        "ollama-chat-text.body",
+        "Ollama's native /api/chat (newline-delimited JSON), a local model, no key",
+        "ollama",
+        "llama3.2",
+        "Why is the sky blue? One sentence.",
+        api="ollama-chat",
+        base_url="http://localhost:11434",
+    ),
+    _Recording(
         "anthropic-overloaded.body",
         "Anthropic Messages: the vendor overloads mid-answer",
         "anthropic",
@@ -457,7 +475,13 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         + "\n"
     )
     for n, rec in enumerate(_DEMO, 1):
-        model = get_model(rec.provider, rec.model_id, api=rec.api)
+        model = (
+            get_model(rec.provider, rec.model_id, api=rec.api)
+            if rec.base_url is None
+            else Model(
+                id=rec.model_id, api=rec.api or "", provider=rec.provider, base_url=rec.base_url
+            )
+        )
         context = Context(messages=[UserMessage(content=rec.prompt)], tools=list(rec.tools) or None)
         out.write(f"\n{style(_BOLD, f'=== {n}/{len(_DEMO)} {rec.title}')}\n")
         out.write(
@@ -671,9 +695,7 @@ def _cmd_serve(args: argparse.Namespace, err: TextIO) -> int:
     root = Path(args.dir)
     if not root.is_dir():
         return _usage_error(err, f"{root} is not a folder of recordings")
-    return serve(
-        root, args.host, args.port, chunk_size=args.chunk_size, delay=args.delay, out=err
-    )
+    return serve(root, args.host, args.port, chunk_size=args.chunk_size, delay=args.delay, out=err)
 
 
 def _cmd_record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -39,6 +39,8 @@ DEMO_FILES = (
     "gemini-parallel-tools.body",
     "bedrock-reasoning-tool.body",
     "openai-responses-reasoning-tool.body",
+    "mistral-reasoning.body",
+    "ollama-chat-text.body",
     "anthropic-overloaded.body",
 )
 
@@ -95,8 +97,12 @@ def test_demo_shows_every_recording(capsys: pytest.CaptureFixture[str]) -> None:
     # (d) Gemini: thought parts, then two whole function calls in one chunk
     assert "The user wants both the weather and the local time in Paris." in out
     assert "stop: tool_use (raw: STOP)" in out
-    # catalog models, so a price: cost in USD on every summary line
-    assert len(re.findall(r"cost: \$\d+\.\d{6}", out)) == len(DEMO_FILES)
+    # (e) Mistral's thinking parts, and Ollama's native NDJSON from a local model
+    assert "The user is asking for 2+2." in out and "2 + 2 = 4" in out
+    assert "The sky looks blue because air scatters short wavelengths more." in out
+    # catalog models, so a price: cost in USD on every summary line but the local model's
+    assert len(re.findall(r"cost: \$\d+\.\d{6}", out)) == len(DEMO_FILES) - 1
+    assert out.count("cost unknown") == 1
     assert "\x1b" not in out  # not a terminal: plain text
 
 
@@ -105,13 +111,20 @@ def test_demo_recordings_ship_as_package_data() -> None:
         body = demo_body(name)
         if name.startswith("bedrock"):
             assert EventStreamDecoder().decode(body)  # whole binary frames, CRCs valid
+        elif name.startswith("ollama"):
+            assert body.startswith(b"{") and body.endswith(b"\n")  # one JSON object a line
         else:
             assert body.startswith((b"event: ", b"data: "))
     readme = (files("stream_core") / "demo" / "README.md").read_text(encoding="utf-8")
     assert "synthetic" in readme.lower()
-    # The two copies stay byte-identical to the contract fixtures they come from.
+    # The copies stay byte-identical to the contract fixtures they come from.
     assert demo_body("openai-parallel-tools.body") == PARALLEL.read_bytes()
     assert demo_body("anthropic-overloaded.body") == OVERLOADED.read_bytes()
+    for name, fixture in (
+        ("mistral-reasoning.body", "mistral-conversations/vercel-ai__mistral-reasoning.body"),
+        ("ollama-chat-text.body", "ollama-chat/synthetic-ollama-chat-text.body"),
+    ):
+        assert demo_body(name) == (FIXTURES / fixture).read_bytes()
 
 
 def test_demo_rejects_a_negative_speed(capsys: pytest.CaptureFixture[str]) -> None:
