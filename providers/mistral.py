@@ -34,6 +34,7 @@ from stream_core import (
     UserMessage,
     WireAPI,
     WireRequest,
+    function_tools,
     prepare_messages,
 )
 
@@ -86,17 +87,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if options.temperature is not None:
         payload["temperature"] = options.temperature
     if context.tools:
-        payload["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in context.tools
-        ]
+        payload["tools"] = function_tools(context.tools)
     if "tool_choice" in options.extra:
         payload["tool_choice"] = options.extra["tool_choice"]
     if options.reasoning and model.reasoning:

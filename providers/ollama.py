@@ -40,6 +40,7 @@ from stream_core import (
     WireRequest,
     as_object,
     error_from_vendor,
+    function_tools,
     optional_field,
     parse_json,
     prepare_messages,
@@ -106,17 +107,7 @@ def _build_chat(model: Model, context: Context, options: StreamOptions) -> WireR
     payload = _common(model, options)
     payload["messages"] = _convert_messages(model, context)
     if context.tools:
-        payload["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in context.tools
-        ]
+        payload["tools"] = function_tools(context.tools)
     return WireRequest(url=base_url(model) + "/api/chat", payload=payload)
 
 

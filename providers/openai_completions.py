@@ -39,6 +39,7 @@ from stream_core import (
     WireRequest,
     as_object,
     error_from_vendor,
+    function_tools,
     id_normalizer,
     optional_field,
     parse_json,
@@ -212,17 +213,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if options.temperature is not None:
         payload["temperature"] = options.temperature
     if context.tools:
-        payload["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in context.tools
-        ]
+        payload["tools"] = function_tools(context.tools)
     if "tool_choice" in options.extra:
         payload["tool_choice"] = options.extra["tool_choice"]
     if options.reasoning and model.reasoning and compat.reasoning_effort:

@@ -81,6 +81,7 @@ from ._tools import (
     ToolPairAudit,
     audit_tool_pairs,
     fail_truncated_tool_calls,
+    function_tools,
     repair_tool_pairs,
 )
 from ._types import (
@@ -183,6 +184,7 @@ __all__ = [
     "event_to_json",
     "fail_truncated_tool_calls",
     "fits_context",
+    "function_tools",
     "get_model",
     "get_provider",
     "id_normalizer",

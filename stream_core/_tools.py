@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from ._types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage
+from ._types import AssistantMessage, Message, TextContent, Tool, ToolCall, ToolResultMessage
 
 __all__ = [
     "TOOL_ERROR_PREFIX",
+    "function_tools",
     "FAILED_TRUNCATED_TEXT",
     "MISSING_RESULT_TEXT",
     "RepairedHistory",
@@ -151,3 +153,15 @@ def repair_tool_pairs(messages: Sequence[Message]) -> RepairedHistory:
         if index < len(messages) and index not in dropped:
             repaired.append(messages[index])
     return RepairedHistory(messages=repaired, report=report)
+
+
+def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
+    """Tool definitions in the `{"type": "function", "function": {...}}` shape that OpenAI's
+    Chat Completions set and Mistral, Ollama and the compatible servers share."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
