@@ -553,9 +553,11 @@ def make_body(provider: str, kind: str, size: int) -> Body:
 
 def count_events(data: bytes) -> int:
     """Events in a body written by this module: SSE events (each ends with a blank line),
-    or the messages of an AWS event-stream body."""
+    NDJSON lines, or the messages of an AWS event-stream body."""
     if data.startswith((b"event:", b"data:")):
         return data.count(b"\n\n")
+    if data.startswith(b"{"):
+        return data.count(b"\n")
     n = pos = 0
     while pos < len(data):
         pos += struct.unpack_from(">I", data, pos)[0]
