@@ -247,12 +247,6 @@ def _endpoint(wire: WireAPI, model: Model, options: StreamOptions) -> Model:
     return model.model_copy(update={"base_url": url})
 
 
-# Headers whose values are credentials: kept out of every error text.
-_AUTH_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key"}
-)
-
-
 class _Socket(Protocol):
     def shutdown(self, how: int, /) -> None: ...
 
