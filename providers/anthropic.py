@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
+    IMAGE_OMITTED_TEXT,
     Assembler,
     AssistantMessage,
     AssistantStream,
@@ -220,7 +221,7 @@ def _user_blocks(content: Sequence[object], *, vision: bool) -> list[Any]:
                 }
             )
         else:
-            blocks.append({"type": "text", "text": "(image omitted: this model takes no images)"})
+            blocks.append({"type": "text", "text": IMAGE_OMITTED_TEXT})
     return blocks
 
 

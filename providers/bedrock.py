@@ -33,6 +33,7 @@ from urllib.parse import quote
 import httpx
 
 from stream_core import (
+    IMAGE_OMITTED_TEXT,
     Assembler,
     AssistantMessage,
     AssistantStream,
@@ -318,7 +319,7 @@ def _user_blocks(content: str | Sequence[object], *, vision: bool) -> list[dict[
             continue  # UnknownContent: kept in the history, never sent
         image_format = _IMAGE_FORMATS.get(b.mime_type.lower())
         if not vision:
-            blocks.append({"text": "(image omitted: this model takes no images)"})
+            blocks.append({"text": IMAGE_OMITTED_TEXT})
         elif image_format is None:
             blocks.append({"text": f"(image omitted: Bedrock takes no {b.mime_type})"})
         else:

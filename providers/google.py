@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import anyio
 
 from stream_core import (
+    IMAGE_OMITTED_TEXT,
     Assembler,
     AssistantMessage,
     AssistantStream,
@@ -273,7 +274,7 @@ def _user_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
         elif vision:
             parts.append({"inlineData": {"mimeType": b.mime_type, "data": b.data}})
         else:
-            parts.append({"text": "(image omitted: this model takes no images)"})
+            parts.append({"text": IMAGE_OMITTED_TEXT})
     return parts
 
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
+    IMAGE_OMITTED_TEXT,
     TOOL_ERROR_PREFIX,
     AssistantMessage,
     AssistantStream,
@@ -138,7 +139,7 @@ def _user_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
         elif vision:
             parts.append({"type": "image_url", "image_url": f"data:{b.mime_type};base64,{b.data}"})
         else:
-            parts.append({"type": "text", "text": "(image omitted: this model takes no images)"})
+            parts.append({"type": "text", "text": IMAGE_OMITTED_TEXT})
     return parts
 
 
@@ -189,7 +190,7 @@ def _tool_result(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
     if vision:
         content += _user_parts(images, vision=True)
     elif images:
-        content.append({"type": "text", "text": "(image omitted: this model takes no images)"})
+        content.append({"type": "text", "text": IMAGE_OMITTED_TEXT})
     return {"role": "tool", "tool_call_id": m.tool_call_id, "name": m.tool_name, "content": content}
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_core import (
+    IMAGE_OMITTED_TEXT,
     TOOL_ERROR_PREFIX,
     Assembler,
     AssistantMessage,
@@ -139,7 +140,7 @@ def _build_generate(model: Model, context: Context, options: StreamOptions) -> W
     if images and "image" in model.input:
         payload["images"] = images
     elif images:
-        payload["prompt"] += "\n(image omitted: this model takes no images)"
+        payload["prompt"] += "\n" + IMAGE_OMITTED_TEXT
     return WireRequest(url=base_url(model) + "/api/generate", payload=payload)
 
 
@@ -168,7 +169,7 @@ def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
                 if vision:
                     entry["images"] = images
                 else:
-                    entry["content"] += "\n(image omitted: this model takes no images)"
+                    entry["content"] += "\n" + IMAGE_OMITTED_TEXT
             out.append(entry)
         elif isinstance(m, AssistantMessage):
             converted = _assistant(m)
@@ -186,7 +187,7 @@ def _tool_images(images: list[str], *, vision: bool) -> dict[str, Any]:
     """Tool messages carry text only: their images follow the results as a user message."""
     if vision:
         return {"role": "user", "content": "Attached image(s) from tool results:", "images": images}
-    return {"role": "user", "content": "(image omitted: this model takes no images)"}
+    return {"role": "user", "content": IMAGE_OMITTED_TEXT}
 
 
 def _assistant(m: AssistantMessage) -> dict[str, Any] | None:

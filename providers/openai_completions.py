@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from stream_core import (
+    IMAGE_OMITTED_TEXT,
     TOOL_ERROR_PREFIX,
     Assembler,
     AssistantMessage,
@@ -92,7 +93,6 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 # value (a signature arrives whole).
 _SIGNATURE_FIELDS = ("reasoning_details", "thinking_blocks")
 _CONCATENATED = frozenset({"text", "summary", "thinking"})
-
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,7 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
             url = f"data:{b.mime_type};base64,{b.data}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
         else:
-            parts.append({"type": "text", "text": "(image omitted: this model takes no images)"})
+            parts.append({"type": "text", "text": IMAGE_OMITTED_TEXT})
     return parts
 
 

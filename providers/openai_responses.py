@@ -42,6 +42,7 @@ from typing import Any
 import httpx
 
 from stream_core import (
+    IMAGE_OMITTED_TEXT,
     TOOL_ERROR_PREFIX,
     Assembler,
     AssistantMessage,
@@ -264,9 +265,7 @@ def _input_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
                 }
             )
         else:
-            parts.append(
-                {"type": "input_text", "text": "(image omitted: this model takes no images)"}
-            )
+            parts.append({"type": "input_text", "text": IMAGE_OMITTED_TEXT})
     return parts
 
 

@@ -43,7 +43,13 @@ from ._events import (
 )
 from ._eventstream import EventStreamDecoder, EventStreamFrame
 from ._fields import as_object, optional_field, required_field
-from ._handoff import id_normalizer, is_same_model, prepare_messages, sanitize_surrogates
+from ._handoff import (
+    IMAGE_OMITTED_TEXT,
+    id_normalizer,
+    is_same_model,
+    prepare_messages,
+    sanitize_surrogates,
+)
 from ._json import ArgumentsError, parse_arguments, parse_partial_json
 from ._jsonl import HistoryFormatError, Record, dump_messages, load_messages, messages_only
 from ._models import Model, ModelPrices, get_model, list_models, register_model
@@ -107,6 +113,7 @@ from ._types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "IMAGE_OMITTED_TEXT",
     "KEEP_UNKNOWN_BLOCKS",
     "OVERFLOW_PATTERNS",
     "THINKING_BUDGETS",

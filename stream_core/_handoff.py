@@ -22,9 +22,18 @@ from ._types import (
     UnknownContent,
 )
 
-__all__ = ["id_normalizer", "is_same_model", "prepare_messages", "sanitize_surrogates"]
+__all__ = [
+    "IMAGE_OMITTED_TEXT",
+    "id_normalizer",
+    "is_same_model",
+    "prepare_messages",
+    "sanitize_surrogates",
+]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+IMAGE_OMITTED_TEXT = "(image omitted: this model takes no images)"
+"""What every provider sends in place of an image to a model without image input."""
 
 # Enough for any realistic pile-up of colliding ids; past it the normalizer cannot yield
 # new ids (for instance it maps every input to one constant) and looping would never end.
