@@ -15,6 +15,7 @@ import httpx
 import respx
 
 import stream_core
+import stream_core.provider
 from stream_core import (
     AssistantMessage,
     AssistantStreamEvent,
@@ -207,7 +208,7 @@ def _event_stream_frames(body: bytes) -> list[bytes]:
 
 
 FRAMINGS: dict[Any, Framing] = {
-    stream_core.SSEBytesDecoder: Framing(
+    stream_core.provider.SSEBytesDecoder: Framing(
         media_type="text/event-stream",
         frames=_sse_frames,
         malformed=b"data: {not json\n\n",
@@ -217,13 +218,13 @@ FRAMINGS: dict[Any, Framing] = {
             b"retry: 3000\n\n"
         ),
     ),
-    stream_core.NDJSONBytesDecoder: Framing(
+    stream_core.provider.NDJSONBytesDecoder: Framing(
         media_type="application/x-ndjson",
         frames=_ndjson_frames,
         malformed=b"{not json\n",
         noise=b'\n{"vendor_future_field":[1]}\n',
     ),
-    stream_core.EventStreamDecoder: Framing(
+    stream_core.provider.EventStreamDecoder: Framing(
         media_type="application/vnd.amazon.eventstream",
         frames=_event_stream_frames,
         malformed=event_stream_frame("contentBlockDelta", b"{not json"),
@@ -238,8 +239,8 @@ FRAMINGS: dict[Any, Framing] = {
 
 
 def framing(api: str) -> Framing:
-    wire = stream_core.get_provider(api).wire
-    decoder = wire.decoder if wire is not None else stream_core.SSEBytesDecoder
+    wire = stream_core.provider.get_provider(api).wire
+    decoder = wire.decoder if wire is not None else stream_core.provider.SSEBytesDecoder
     return FRAMINGS[decoder]
 
 

@@ -20,10 +20,11 @@ from stream_core.contract_tests.kit import (
 )
 
 import stream_core
+import stream_core.provider
 
 
 def _reads_answers(api: str) -> bool:
-    wire = stream_core.get_provider(api).wire
+    wire = stream_core.provider.get_provider(api).wire
     return wire is not None and wire.parse_response is not None
 
 

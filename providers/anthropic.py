@@ -13,22 +13,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
-    IMAGE_OMITTED_TEXT,
-    Assembler,
     AssistantMessage,
     AssistantStream,
     Context,
     ImageContent,
     Model,
-    StopRule,
-    StreamFailure,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Translator,
     UserMessage,
+)
+from stream_core.provider import (
+    IMAGE_OMITTED_TEXT,
+    Assembler,
+    StopRule,
+    StreamFailure,
+    Translator,
     WireAPI,
     WireRequest,
     as_object,

@@ -1,5 +1,5 @@
 """Amazon Bedrock's Converse API (`POST /model/{modelId}/converse-stream`), in the binary AWS
-event-stream framing (`stream_core.EventStreamDecoder`).
+event-stream framing (`stream_core.provider.EventStreamDecoder`).
 
 Events: `messageStart`; `contentBlockStart` (only tool calls have one), `contentBlockDelta`
 (text, `reasoningContent` text / signature / redacted blob, `toolUse` input fragments) and
@@ -33,25 +33,27 @@ from urllib.parse import quote
 import httpx
 
 from stream_core import (
-    IMAGE_OMITTED_TEXT,
-    Assembler,
     AssistantMessage,
     AssistantStream,
     Context,
     ErrorKind,
-    EventStreamDecoder,
     ImageContent,
     Model,
-    StopRule,
     StreamError,
-    StreamFailure,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Translator,
     UserMessage,
+)
+from stream_core.provider import (
+    IMAGE_OMITTED_TEXT,
+    Assembler,
+    EventStreamDecoder,
+    StopRule,
+    StreamFailure,
+    Translator,
     WireAPI,
     WireRequest,
     as_object,

@@ -30,23 +30,27 @@ from typing import Any, TypeVar
 import anyio
 
 from stream_core import (
-    IMAGE_OMITTED_TEXT,
-    Assembler,
     AssistantMessage,
     AssistantStream,
     Context,
+    ErrorKind,
     ImageContent,
     Model,
-    StopRule,
     StreamError,
-    StreamFailure,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Translator,
     UserMessage,
+)
+from stream_core.provider import (
+    IMAGE_OMITTED_TEXT,
+    Assembler,
+    ProtocolError,
+    StopRule,
+    StreamFailure,
+    Translator,
     WireAPI,
     WireRequest,
     as_object,
@@ -55,8 +59,6 @@ from stream_core import (
     parse_json,
     prepare_messages,
 )
-from stream_core._errors import ProtocolError
-from stream_core._types import ErrorKind
 
 API = "google-generative-ai"
 T = TypeVar("T")

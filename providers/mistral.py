@@ -19,20 +19,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
-    IMAGE_OMITTED_TEXT,
-    TOOL_ERROR_PREFIX,
     AssistantMessage,
     AssistantStream,
     Context,
     ImageContent,
     Model,
-    StopRule,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+)
+from stream_core.provider import (
+    IMAGE_OMITTED_TEXT,
+    TOOL_ERROR_PREFIX,
+    StopRule,
     WireAPI,
     WireRequest,
     function_tools,

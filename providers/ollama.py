@@ -19,24 +19,26 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_core import (
-    IMAGE_OMITTED_TEXT,
-    TOOL_ERROR_PREFIX,
-    Assembler,
     AssistantMessage,
     AssistantStream,
     Context,
     ImageContent,
     Model,
-    NDJSONBytesDecoder,
-    StopRule,
-    StreamFailure,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Translator,
     UserMessage,
+)
+from stream_core.provider import (
+    IMAGE_OMITTED_TEXT,
+    TOOL_ERROR_PREFIX,
+    Assembler,
+    NDJSONBytesDecoder,
+    StopRule,
+    StreamFailure,
+    Translator,
     WireAPI,
     WireRequest,
     as_object,

@@ -19,23 +19,25 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from stream_core import (
-    IMAGE_OMITTED_TEXT,
-    TOOL_ERROR_PREFIX,
-    Assembler,
     AssistantMessage,
     AssistantStream,
     Context,
     ImageContent,
     Model,
-    StopRule,
-    StreamFailure,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Translator,
     UserMessage,
+)
+from stream_core.provider import (
+    IMAGE_OMITTED_TEXT,
+    TOOL_ERROR_PREFIX,
+    Assembler,
+    StopRule,
+    StreamFailure,
+    Translator,
     WireAPI,
     WireRequest,
     as_object,

@@ -42,24 +42,27 @@ from typing import Any
 import httpx
 
 from stream_core import (
-    IMAGE_OMITTED_TEXT,
-    TOOL_ERROR_PREFIX,
-    Assembler,
     AssistantMessage,
     AssistantStream,
     Context,
+    ErrorKind,
     ImageContent,
     Model,
-    StopRule,
     StreamError,
-    StreamFailure,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Translator,
     UserMessage,
+)
+from stream_core.provider import (
+    IMAGE_OMITTED_TEXT,
+    TOOL_ERROR_PREFIX,
+    Assembler,
+    StopRule,
+    StreamFailure,
+    Translator,
     WireAPI,
     WireRequest,
     as_object,
@@ -71,7 +74,6 @@ from stream_core import (
     required_field,
     vendor_error_fields,
 )
-from stream_core._types import ErrorKind
 
 API = "openai-responses"
 

@@ -5,25 +5,15 @@ async with stream(model, context, options) as s:
     message = await s.result()
 
 Without an event loop: `for event in stream_sync(...)`, `complete_sync(...)`.
+
+This is the harness authors' door. Provider authors import their machinery from
+`stream_core.provider`; test helpers are in `stream_core.testing`.
 """
 
+import typing as _typing
+
 from . import _layout
-
-# In a source checkout `providers/` and `contract_tests/` sit beside this package; the wheel
-# ships them inside it. Either way they import as `stream_core.providers` and
-# `stream_core.contract_tests`, so nothing generic lands on the import path.
-__path__ = _layout.extend_checkout_path(__path__)
-
-from ._assembler import Assembler, StopRule
-from ._cost import CostContext, compute_cost, long_cache_honored
-from ._errors import (
-    OVERFLOW_PATTERNS,
-    ProtocolError,
-    StreamFailure,
-    error_from_status,
-    error_from_vendor,
-    is_context_overflow,
-)
+from ._errors import is_context_overflow
 from ._events import (
     AssistantStreamEvent,
     Delta,
@@ -41,16 +31,6 @@ from ._events import (
     ToolCallStart,
     event_to_json,
 )
-from ._eventstream import EventStreamDecoder, EventStreamFrame
-from ._fields import as_object, optional_field, required_field
-from ._handoff import (
-    IMAGE_OMITTED_TEXT,
-    id_normalizer,
-    is_same_model,
-    prepare_messages,
-    sanitize_surrogates,
-)
-from ._json import ArgumentsError, parse_arguments, parse_partial_json
 from ._jsonl import HistoryFormatError, Record, dump_messages, load_messages, messages_only
 from ._models import Model, ModelPrices, get_model, list_models, register_model
 from ._options import THINKING_BUDGETS, ReasoningEffort, StreamOptions
@@ -59,21 +39,10 @@ from ._registry import (
     StreamFunction,
     api_key_env,
     complete,
-    get_provider,
     list_providers,
-    register_provider,
     stream,
-    unregister_providers,
 )
-from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
-from ._stream import (
-    AssistantStream,
-    Translator,
-    WireAPI,
-    WireRequest,
-    parse_json,
-    vendor_error_fields,
-)
+from ._stream import AssistantStream
 from ._sync import SyncStream, complete_sync, stream_sync
 from ._tokens import (
     estimate_context_tokens,
@@ -82,12 +51,10 @@ from ._tokens import (
     fits_context,
 )
 from ._tools import (
-    TOOL_ERROR_PREFIX,
     RepairedHistory,
     ToolPairAudit,
     audit_tool_pairs,
     fail_truncated_tool_calls,
-    function_tools,
     repair_tool_pairs,
 )
 from ._types import (
@@ -110,28 +77,23 @@ from ._types import (
     UserMessage,
 )
 
+# In a source checkout `providers/` and `contract_tests/` sit beside this package; the wheel
+# ships them inside it. Either way they import as `stream_core.providers` and
+# `stream_core.contract_tests` (and nothing else at the repo root imports under the package).
+_layout.install_checkout_finder(__path__)
+
 __version__ = "0.1.0"
 
 __all__ = [
-    "IMAGE_OMITTED_TEXT",
     "KEEP_UNKNOWN_BLOCKS",
-    "OVERFLOW_PATTERNS",
     "THINKING_BUDGETS",
-    "TOOL_ERROR_PREFIX",
-    "ArgumentsError",
-    "Assembler",
     "AssistantMessage",
     "AssistantStream",
     "AssistantStreamEvent",
     "Context",
     "Cost",
-    "CostContext",
-    "Decoder",
     "Delta",
     "ErrorKind",
-    "EventStreamDecoder",
-    "EventStreamFrame",
-    "Frame",
     "HistoryFormatError",
     "ImageContent",
     "Message",
@@ -140,17 +102,12 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "ModelPrices",
-    "NDJSONBytesDecoder",
-    "ProtocolError",
     "ProviderEntry",
     "ReasoningEffort",
     "Record",
     "RepairedHistory",
-    "SSEBytesDecoder",
     "StopReason",
-    "StopRule",
     "StreamError",
-    "StreamFailure",
     "StreamFunction",
     "StreamOptions",
     "SyncStream",
@@ -169,51 +126,49 @@ __all__ = [
     "ToolCallStart",
     "ToolPairAudit",
     "ToolResultMessage",
-    "Translator",
     "UnknownContent",
     "Usage",
     "UserMessage",
-    "WireAPI",
-    "WireRequest",
     "__version__",
     "api_key_env",
-    "as_object",
     "audit_tool_pairs",
     "complete",
     "complete_sync",
-    "compute_cost",
     "dump_messages",
-    "error_from_status",
-    "error_from_vendor",
     "estimate_context_tokens",
     "estimate_message_tokens",
     "estimate_tokens",
     "event_to_json",
     "fail_truncated_tool_calls",
     "fits_context",
-    "function_tools",
     "get_model",
-    "get_provider",
-    "id_normalizer",
     "is_context_overflow",
-    "is_same_model",
     "list_models",
     "list_providers",
     "load_messages",
-    "long_cache_honored",
     "messages_only",
-    "optional_field",
-    "parse_arguments",
-    "parse_json",
-    "parse_partial_json",
-    "prepare_messages",
     "register_model",
-    "register_provider",
     "repair_tool_pairs",
-    "required_field",
-    "sanitize_surrogates",
     "stream",
     "stream_sync",
-    "unregister_providers",
-    "vendor_error_fields",
 ]
+
+
+if not _typing.TYPE_CHECKING:
+    # Names that moved to the provider door stay reachable here for one release (0.1.x),
+    # with a warning naming their new home; 0.2 drops them. Hidden from type checkers, so a
+    # typo on this module is still an error and mypy points at the new home.
+    def __getattr__(name: str) -> object:
+        from . import provider
+
+        if name in provider.__all__:
+            import warnings
+
+            warnings.warn(
+                f"stream_core.{name} moved to stream_core.provider.{name} (the provider "
+                "authors' door); the top-level name goes in 0.2",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(provider, name)
+        raise AttributeError(f"module 'stream_core' has no attribute {name!r}")

@@ -1,25 +1,59 @@
 """Where `stream_core.providers` and `stream_core.contract_tests` come from.
 
 Installed from a wheel they are real subpackages (hatch maps the repo's top-level folders
-into the package). In a source checkout they stay top-level folders of the repo, and the
-package's search path gains the repo root so the same dotted names resolve there.
+into the package). In a source checkout they stay top-level folders of the repo, and one
+finder on `sys.meta_path` resolves exactly those two names there. The package's own search
+path is left alone, so nothing else at the repo root (`tests`, `benchmarks`, even
+`stream_core` itself) imports as `stream_core.<name>`.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
-_SHIPPED = ("providers", "contract_tests")
+SHIPPED = ("providers", "contract_tests")
 
 
-def extend_checkout_path(path: list[str]) -> list[str]:
-    here = Path(path[0])
-    if all((here / name).is_dir() for name in _SHIPPED):
-        return path  # installed: the folders are inside the package
+class _CheckoutFolders(importlib.abc.MetaPathFinder):
+    """Finds `stream_core.providers` and `stream_core.contract_tests` in a checkout; their
+    submodules are then found through the package's own `__path__` as usual."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.names = {f"stream_core.{name}": root / name for name in SHIPPED}
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        folder = self.names.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+
+
+def install_checkout_finder(package_path: Sequence[str]) -> None:
+    here = Path(package_path[0])
+    if all((here / name).is_dir() for name in SHIPPED):
+        return  # installed: the folders are inside the package
     root = here.parent
     pyproject = root / "pyproject.toml"
     # Only our own checkout: a `providers` package that merely sits next to site-packages
     # must never be taken for the built-ins.
-    if pyproject.is_file() and 'name = "stream-core"' in pyproject.read_text("utf-8"):
-        return [*path, str(root)]
-    return path
+    if not (pyproject.is_file() and 'name = "stream-core"' in pyproject.read_text("utf-8")):
+        return
+    if not all((root / name / "__init__.py").is_file() for name in SHIPPED):
+        return
+    if any(isinstance(f, _CheckoutFolders) for f in sys.meta_path):
+        return  # a re-import of the package (importlib.reload) must not stack finders
+    sys.meta_path.insert(0, _CheckoutFolders(root))

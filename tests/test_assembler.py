@@ -16,21 +16,19 @@ import pytest
 
 import stream_core._assembler as assembler_module
 from stream_core import (
-    Assembler,
     AssistantMessage,
     AssistantStreamEvent,
     MessageUpdate,
     Model,
     ModelPrices,
-    StopRule,
     StreamError,
     TextContent,
     ThinkingContent,
     ToolCall,
     Usage,
-    compute_cost,
     fail_truncated_tool_calls,
 )
+from stream_core.provider import Assembler, StopRule, compute_cost
 
 STOPS: Mapping[str, StopRule] = {
     "end_turn": "stop",

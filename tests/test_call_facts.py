@@ -12,13 +12,8 @@ import anyio
 import pytest
 from stream_core.contract_tests.kit import Run, run_provider, sse_response
 
-from stream_core import (
-    Assembler,
-    AssistantMessage,
-    dump_messages,
-    get_model,
-    load_messages,
-)
+from stream_core import AssistantMessage, dump_messages, get_model, load_messages
+from stream_core.provider import Assembler
 
 
 def _openai(*chunks: dict[str, Any], headers: dict[str, str] | None = None) -> Run:

@@ -17,15 +17,9 @@ import pytest
 import respx
 
 import stream_core
-from stream_core import (
-    AssistantMessage,
-    Context,
-    EventStreamDecoder,
-    Model,
-    StreamOptions,
-    UserMessage,
-)
+from stream_core import AssistantMessage, Context, Model, StreamOptions, UserMessage
 from stream_core._cli import Renderer, demo_body, main
+from stream_core.provider import EventStreamDecoder
 
 FIXTURES = Path(__file__).resolve().parent.parent / "contract_tests" / "fixtures"
 OVERLOADED = FIXTURES / "anthropic-messages" / "synthetic-anthropic-overloaded-after-text.body"

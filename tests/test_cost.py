@@ -16,22 +16,21 @@ from hypothesis import strategies as st
 from stream_core.contract_tests.kit import options, sse_response
 
 import stream_core
+import stream_core.provider
 from stream_core import (
-    Assembler,
     AssistantMessage,
     AssistantStreamEvent,
     Context,
-    CostContext,
     Model,
     ModelPrices,
     StreamOptions,
     Usage,
     UserMessage,
-    compute_cost,
     get_model,
 )
 from stream_core import _cost as cost_module
 from stream_core._cost import cost_context
+from stream_core.provider import Assembler, CostContext, compute_cost
 
 # Our provider name -> genai-prices' provider id, for the reference computation.
 SAMPLE = [
@@ -320,12 +319,12 @@ async def test_a_400_digit_usage_from_the_vendor_ends_the_stream_normally() -> N
 
 
 def test_long_cache_is_honored_by_anthropic_itself_and_other_apis() -> None:
-    assert stream_core.long_cache_honored(get_model("anthropic", "claude-haiku-4-5"))
-    assert stream_core.long_cache_honored(get_model("openai", "gpt-4o"))
+    assert stream_core.provider.long_cache_honored(get_model("anthropic", "claude-haiku-4-5"))
+    assert stream_core.provider.long_cache_honored(get_model("openai", "gpt-4o"))
     proxy = Model(
         id="c", api="anthropic-messages", provider="anthropic", base_url="https://x.example"
     )
-    assert not stream_core.long_cache_honored(proxy)
+    assert not stream_core.provider.long_cache_honored(proxy)
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from stream_core.contract_tests.kit import event_stream_frame, split_at
 
-from stream_core import EventStreamDecoder, ProtocolError
 from stream_core._sse import FramingError
+from stream_core.provider import EventStreamDecoder, ProtocolError
 
 _events = st.lists(
     st.tuples(

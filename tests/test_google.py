@@ -23,13 +23,11 @@ from stream_core.providers import google
 
 import stream_core
 from stream_core import (
-    Assembler,
     AssistantMessage,
     Context,
     ImageContent,
     MessageUpdate,
     Model,
-    StreamFailure,
     TextContent,
     ThinkingContent,
     Tool,
@@ -38,6 +36,7 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
 )
+from stream_core.provider import Assembler, StreamFailure
 
 API = "google-generative-ai"
 

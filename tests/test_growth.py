@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from stream_core import Assembler, AssistantMessage, Model, NDJSONBytesDecoder, SSEBytesDecoder
+from stream_core import AssistantMessage, Model
+from stream_core.provider import Assembler, NDJSONBytesDecoder, SSEBytesDecoder
 
 CHUNK = 256
 SIZE = 128 * 1024

@@ -38,8 +38,8 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
     audit_tool_pairs,
-    prepare_messages,
 )
+from stream_core.provider import prepare_messages
 
 OPENAI = "openai-completions"
 ANTHROPIC = "anthropic-messages"

@@ -112,6 +112,12 @@ import stream_core.providers as ours
 assert not hasattr(ours, "MINE") and "site-packages" in ours.__file__, ours.__file__
 assert {"anthropic-messages", "openai-completions"} <= {e.api for e in list_providers()}
 assert "site-packages" in stream_core.__file__
+# Installed, the same two doors and nothing generic under the package.
+import importlib.util
+import stream_core.provider, stream_core.contract_tests
+assert stream_core.provider.WireAPI and "site-packages" in stream_core.contract_tests.__file__
+for name in ("tests", "benchmarks", "examples", "scripts"):
+    assert importlib.util.find_spec("stream_core." + name) is None, name
 print("ok", message.usage.total_tokens)
 """
 

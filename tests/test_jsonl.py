@@ -296,7 +296,8 @@ def test_a_block_of_an_unknown_type_loads_and_writes_back_unchanged() -> None:
 
 @pytest.mark.parametrize("api", ["anthropic-messages", "openai-completions"])
 def test_a_block_of_an_unknown_type_is_never_sent(api: str) -> None:
-    from stream_core import Context, Model, StreamOptions, get_provider
+    from stream_core import Context, Model, StreamOptions
+    from stream_core.provider import get_provider
 
     history = messages_only(load_messages(io.StringIO(newer_history())))
     model = Model(id="m", api=api, provider="p", base_url="http://127.0.0.1:1", input=["text"])

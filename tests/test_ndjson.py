@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from stream_core.contract_tests.kit import split_at
 
-from stream_core import NDJSONBytesDecoder
+from stream_core.provider import NDJSONBytesDecoder
 
 _objects = st.lists(
     st.dictionaries(

@@ -22,6 +22,7 @@ from stream_core.contract_tests.kit import contract_model, options, sse_response
 from stream_core.providers import openai_completions
 
 import stream_core
+import stream_core.provider
 from stream_core import (
     AssistantStream,
     Context,
@@ -94,7 +95,7 @@ def test_every_provider_module_exports_api_and_stream() -> None:
         assert params[2].default is None
         apis.append(module.API)
         # ...and the registry serves each of them with that module's function.
-        assert stream_core.get_provider(module.API).stream is module.stream
+        assert stream_core.provider.get_provider(module.API).stream is module.stream
     assert len(apis) == len(set(apis))
 
 
@@ -196,7 +197,7 @@ def test_an_api_no_provider_serves_is_named(
 @pytest.fixture
 def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A private copy of the registry (built-ins loaded), restored after the test."""
-    stream_core.get_provider("anthropic-messages")  # built-ins are in before the copy
+    stream_core.provider.get_provider("anthropic-messages")  # built-ins are in before the copy
     table = dict(registry._registry)
     monkeypatch.setattr(registry, "_registry", table)
     monkeypatch.setattr(registry, "_loaded_plugins", False)
@@ -236,19 +237,19 @@ async def _complete_via(api: str, host: str) -> str:
 def test_register_and_unregister_a_provider(isolated_registry: dict[str, Any]) -> None:
     fake = fake_provider_module("fake-chat", "fake.test")
 
-    stream_core.register_provider(fake.API, fake.stream, source="my-app")
+    stream_core.provider.register_provider(fake.API, fake.stream, source="my-app")
 
-    entry = stream_core.get_provider("fake-chat")
+    entry = stream_core.provider.get_provider("fake-chat")
     assert (entry.api, entry.stream, entry.source) == ("fake-chat", fake.stream, "my-app")
     assert "fake-chat" in [e.api for e in stream_core.list_providers()]
     assert anyio.run(_complete_via, "fake-chat", "fake.test") == "ok"
 
-    stream_core.unregister_providers("my-app")
+    stream_core.provider.unregister_providers("my-app")
 
     with pytest.raises(ValueError, match="fake-chat"):
-        stream_core.get_provider("fake-chat")
+        stream_core.provider.get_provider("fake-chat")
     # Only that source's entries went away.
-    assert stream_core.get_provider("anthropic-messages").source == "builtin"
+    assert stream_core.provider.get_provider("anthropic-messages").source == "builtin"
 
 
 @dataclass
@@ -279,15 +280,15 @@ def test_a_plugin_is_loaded_from_its_entry_point_on_first_miss(
     ep = FakeEntryPoint("pigeon", fake_provider_module("pigeon-chat", "pigeon.test"))
     install_entry_points(monkeypatch, ep)
 
-    stream_core.get_provider("anthropic-messages")  # a hit loads nothing
+    stream_core.provider.get_provider("anthropic-messages")  # a hit loads nothing
     assert ep.loads == []
 
-    entry = stream_core.get_provider("pigeon-chat")
+    entry = stream_core.provider.get_provider("pigeon-chat")
 
     assert entry.source == "pigeon"
     assert ep.loads == ["pigeon"]
     assert anyio.run(_complete_via, "pigeon-chat", "pigeon.test") == "ok"
-    stream_core.get_provider("pigeon-chat")
+    stream_core.provider.get_provider("pigeon-chat")
     assert ep.loads == ["pigeon"]  # loaded once
 
 
@@ -299,9 +300,9 @@ def test_plugins_allowlist_is_honoured(
     install_entry_points(monkeypatch, wanted, unwanted)
     monkeypatch.setenv("STREAM_CORE_PLUGINS", " wanted , other")
 
-    assert stream_core.get_provider("wanted-chat").source == "wanted"
+    assert stream_core.provider.get_provider("wanted-chat").source == "wanted"
     with pytest.raises(ValueError, match="unwanted-chat"):
-        stream_core.get_provider("unwanted-chat")
+        stream_core.provider.get_provider("unwanted-chat")
     assert unwanted.loads == []  # not even imported
 
 
@@ -313,9 +314,9 @@ def test_an_empty_allowlist_loads_no_plugin(
     monkeypatch.setenv("STREAM_CORE_PLUGINS", "")
 
     with pytest.raises(ValueError, match="pigeon-chat"):
-        stream_core.get_provider("pigeon-chat")
+        stream_core.provider.get_provider("pigeon-chat")
     assert ep.loads == []
-    assert stream_core.get_provider("openai-completions").source == "builtin"
+    assert stream_core.provider.get_provider("openai-completions").source == "builtin"
 
 
 def test_a_broken_plugin_is_logged_and_does_not_block_the_others(
@@ -329,7 +330,7 @@ def test_a_broken_plugin_is_logged_and_does_not_block_the_others(
     install_entry_points(monkeypatch, broken, not_a_provider, good)
     caplog.set_level(logging.ERROR, logger="stream_core")
 
-    assert stream_core.get_provider("good-chat").source == "good"
+    assert stream_core.provider.get_provider("good-chat").source == "good"
     logged = " ".join(r.getMessage() for r in caplog.records)
     assert "broken" in logged and "empty" in logged
 
@@ -346,8 +347,10 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 FIRST_CALLS = {
-    "get_provider": lambda: stream_core.get_provider("openai-completions"),
-    "get_provider_miss": lambda: pytest.raises(ValueError, stream_core.get_provider, "nope"),
+    "get_provider": lambda: stream_core.provider.get_provider("openai-completions"),
+    "get_provider_miss": lambda: pytest.raises(
+        ValueError, stream_core.provider.get_provider, "nope"
+    ),
     "list_providers": stream_core.list_providers,
 }
 
@@ -366,7 +369,7 @@ def test_a_plugin_never_takes_a_builtin_api_whatever_is_called_first(
     FIRST_CALLS[first]()
     stream_core.list_providers()
 
-    assert stream_core.get_provider("openai-completions").source == "builtin"
+    assert stream_core.provider.get_provider("openai-completions").source == "builtin"
     assert [e.source for e in stream_core.list_providers() if e.api == "openai-completions"] == [
         "builtin"
     ]
@@ -385,13 +388,13 @@ def test_an_explicit_registration_wins_whatever_is_called_first(
     mine = fake_provider_module("anthropic-messages", "mine.test")
 
     if register_before:
-        stream_core.register_provider(mine.API, mine.stream, source="my-app")
+        stream_core.provider.register_provider(mine.API, mine.stream, source="my-app")
     FIRST_CALLS[first]()
     if not register_before:
-        stream_core.register_provider(mine.API, mine.stream, source="my-app")
+        stream_core.provider.register_provider(mine.API, mine.stream, source="my-app")
     stream_core.list_providers()
 
-    entry = stream_core.get_provider("anthropic-messages")
+    entry = stream_core.provider.get_provider("anthropic-messages")
     assert (entry.source, entry.stream) == ("my-app", mine.stream)
 
 

@@ -10,8 +10,8 @@ import pytest
 import respx
 from stream_core.contract_tests.kit import sse_response
 
-from stream_core import WireAPI
 from stream_core._cli import demo_body
+from stream_core.provider import WireAPI
 
 README = Path(__file__).parents[1] / "README.md"
 TEXT_BODY = (

@@ -17,8 +17,8 @@ from typing import Any
 from stream_core import (
     AssistantMessage, AssistantStream, Context, Message, Model, StreamOptions, TextContent,
     ToolResultMessage, UserMessage, dump_messages, load_messages, messages_only,
-    register_provider,
 )
+from stream_core.provider import register_provider
 
 # A list mixing message kinds, passed everywhere a history goes.
 history: list[Message] = [

@@ -26,19 +26,17 @@ from stream_core.contract_tests.kit import (
 )
 
 from stream_core import (
-    Assembler,
     AssistantMessage,
     MessageEnd,
     MessageStart,
     MessageUpdate,
     StreamError,
-    StreamFailure,
     TextContent,
     ThinkingContent,
     ToolCall,
-    get_provider,
     is_context_overflow,
 )
+from stream_core.provider import Assembler, StreamFailure, get_provider
 
 ANTHROPIC = "anthropic-messages"
 OPENAI = "openai-completions"

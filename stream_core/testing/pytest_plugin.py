@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-import stream_core
-from stream_core import WireAPI
+from stream_core.provider import WireAPI, register_provider
 
 # The kit's plain asserts show their operands on failure, as a test module's do; this
 # must be said before the kit is first imported.
@@ -80,13 +79,13 @@ def _register(module: ModuleType) -> list[str]:
     if not isinstance(api, str) or not callable(fn):
         raise pytest.UsageError(f"{module.__name__} must export API: str and stream()")
     wire = getattr(module, "WIRE", None)
-    stream_core.register_provider(
+    register_provider(
         api, fn, source=_SOURCE, wire=wire if isinstance(wire, WireAPI) else None
     )
     apis = [api]
     for other in getattr(module, "WIRES", ()):
         if isinstance(other, WireAPI) and other.api != api:
-            stream_core.register_provider(other.api, other.open, source=_SOURCE, wire=other)
+            register_provider(other.api, other.open, source=_SOURCE, wire=other)
             apis.append(other.api)
     return apis
 

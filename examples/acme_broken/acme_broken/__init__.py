@@ -11,7 +11,6 @@ from acme_provider import WIRE as _GOOD_WIRE
 from acme_provider import translator as _good_translator
 
 from stream_core import (
-    Assembler,
     AssistantStream,
     AssistantStreamEvent,
     Context,
@@ -19,10 +18,8 @@ from stream_core import (
     Model,
     StreamOptions,
     ToolCallEnd,
-    Translator,
-    optional_field,
-    parse_json,
 )
+from stream_core.provider import Assembler, Translator, optional_field, parse_json
 
 API = "acme-chat"
 

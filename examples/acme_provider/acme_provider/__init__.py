@@ -6,19 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from stream_core import (
-    Assembler,
     AssistantMessage,
     AssistantStream,
     Context,
     Model,
-    StopRule,
-    StreamFailure,
     StreamOptions,
     TextContent,
     ToolCall,
     ToolResultMessage,
-    Translator,
     UserMessage,
+)
+from stream_core.provider import (
+    Assembler,
+    StopRule,
+    StreamFailure,
+    Translator,
     WireAPI,
     WireRequest,
     as_object,

@@ -1,0 +1,91 @@
+"""The provider authors' door: everything a provider module needs beyond the message types.
+
+A provider module imports its message, event and option types from `stream_core` (the
+harness authors' door) and its machinery from here:
+
+    from stream_core import AssistantMessage, Context, Model, StreamOptions, ...
+    from stream_core.provider import Assembler, StopRule, WireAPI, WireRequest, ...
+
+Every built-in provider and both examples import only from these two doors, which is what
+shows a plugin needs nothing private. The pieces, by job:
+
+- the wire definition: `WireAPI` (one per API: request builder, translator, stop and
+  usage tables), `WireRequest`, `Translator`, `parse_json`;
+- assembly: `Assembler` (content indices, block start/end, usage, stop rules, truncation,
+  errors) and `StopRule`;
+- decoding: `SSEBytesDecoder`, `NDJSONBytesDecoder`, `EventStreamDecoder` (AWS), and the
+  `Decoder`/`Frame` protocol a new framing implements;
+- typed reads of untrusted vendor JSON: `optional_field`, `required_field`, `as_object`;
+- errors: `StreamFailure` (raise from a translator to end the stream with a kind),
+  `ProtocolError`, `error_from_vendor`, `error_from_status`, `vendor_error_fields`,
+  `OVERFLOW_PATTERNS`;
+- sending history: `prepare_messages`, `id_normalizer`, `is_same_model`,
+  `sanitize_surrogates`, `function_tools`, `IMAGE_OMITTED_TEXT`, `TOOL_ERROR_PREFIX`;
+- tool arguments: `parse_arguments`, `parse_partial_json`, `ArgumentsError`;
+- cost: `CostContext`, `compute_cost`, `long_cache_honored`;
+- registration: `register_provider`, `unregister_providers`, `get_provider`.
+"""
+
+from ._assembler import Assembler, StopRule
+from ._cost import CostContext, compute_cost, long_cache_honored
+from ._errors import (
+    OVERFLOW_PATTERNS,
+    ProtocolError,
+    StreamFailure,
+    error_from_status,
+    error_from_vendor,
+)
+from ._eventstream import EventStreamDecoder, EventStreamFrame
+from ._fields import as_object, optional_field, required_field
+from ._handoff import (
+    IMAGE_OMITTED_TEXT,
+    id_normalizer,
+    is_same_model,
+    prepare_messages,
+    sanitize_surrogates,
+)
+from ._json import ArgumentsError, parse_arguments, parse_partial_json
+from ._registry import get_provider, register_provider, unregister_providers
+from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
+from ._stream import Translator, WireAPI, WireRequest, parse_json, vendor_error_fields
+from ._tools import TOOL_ERROR_PREFIX, function_tools
+
+__all__ = [
+    "IMAGE_OMITTED_TEXT",
+    "OVERFLOW_PATTERNS",
+    "TOOL_ERROR_PREFIX",
+    "ArgumentsError",
+    "Assembler",
+    "CostContext",
+    "Decoder",
+    "EventStreamDecoder",
+    "EventStreamFrame",
+    "Frame",
+    "NDJSONBytesDecoder",
+    "ProtocolError",
+    "SSEBytesDecoder",
+    "StopRule",
+    "StreamFailure",
+    "Translator",
+    "WireAPI",
+    "WireRequest",
+    "as_object",
+    "compute_cost",
+    "error_from_status",
+    "error_from_vendor",
+    "function_tools",
+    "get_provider",
+    "id_normalizer",
+    "is_same_model",
+    "long_cache_honored",
+    "optional_field",
+    "parse_arguments",
+    "parse_json",
+    "parse_partial_json",
+    "prepare_messages",
+    "register_provider",
+    "required_field",
+    "sanitize_surrogates",
+    "unregister_providers",
+    "vendor_error_fields",
+]
