@@ -16,6 +16,7 @@ __path__ = _layout.extend_checkout_path(__path__)
 
 from ._assembler import Assembler, StopRule
 from ._cost import CostContext, compute_cost, long_cache_honored
+from ._error_text import vendor_error_fields
 from ._errors import (
     OVERFLOW_PATTERNS,
     ProtocolError,
@@ -66,14 +67,7 @@ from ._registry import (
     unregister_providers,
 )
 from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
-from ._stream import (
-    AssistantStream,
-    Translator,
-    WireAPI,
-    WireRequest,
-    parse_json,
-    vendor_error_fields,
-)
+from ._stream import AssistantStream
 from ._sync import SyncStream, complete_sync, stream_sync
 from ._tokens import (
     estimate_context_tokens,
@@ -109,6 +103,7 @@ from ._types import (
     Usage,
     UserMessage,
 )
+from ._wire import Translator, WireAPI, WireRequest, parse_json
 
 __version__ = "0.1.0"
 
