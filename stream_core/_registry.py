@@ -24,8 +24,9 @@ from typing import Any, Protocol
 
 from ._models import Model
 from ._options import StreamOptions
-from ._stream import AssistantStream, WireAPI
+from ._stream import AssistantStream
 from ._types import AssistantMessage, Context
+from ._wire import WireAPI
 
 __all__ = [
     "ProviderEntry",

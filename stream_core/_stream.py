@@ -1,9 +1,21 @@
-"""`AssistantStream` and the one pipeline every wire API runs through.
+"""`AssistantStream`: one call's life, from the request to `message_end`.
 
-    stream() ── validate (raise now) ── AssistantStream
+    stream() ── WireAPI.open: validate (raise now) ── AssistantStream         _wire
     __anext__ ─ message_start ─ request (retries) ─ chunk ─ decode ─ translate ─ events
-                                                   └─ idle: socket read timeout
-                                                      cancel: one watcher per stream
+                                │                  └─ idle: socket read timeout
+                                │                     cancel: one watcher per stream
+                                ├─ the client, the response's socket          _transport
+                                └─ error body and headers -> error text       _error_text
+
+The rooms:
+- `_wire`: what a provider supplies (`WireAPI`, `WireRequest`, `Translator`, `parse_json`)
+  and the checks a call raises from, before any I/O.
+- `_stream` (here): the state machine. Retries, the first-byte and idle timeouts and
+  `options.cancel` are enforced here, as are the drain and the one `_finish`.
+- `_transport`: where the client lives (one shared keep-alive client per event loop), the
+  detached tasks, and the response socket that the idle timeout and cancel act on.
+- `_error_text`: where error text is made from vendor bytes (error bodies, proxy pages) and
+  headers (request id, Retry-After).
 
 Everything after `stream()` returns is encoded in events; nothing raises. The stream is a
 class, not a generator, so no cancel scope ever spans a `yield` (anyio's rule). Decoding,
@@ -14,241 +26,64 @@ idle timeout is the transport's own per-read socket timeout, and `options.cancel
 watched by one detached task per stream that shuts the socket down when the event is set.
 Bodies that do not come from a socket (mock or ASGI transports, HTTP/2 multiplexing) are
 read inside one cancel scope per read instead. Without an injected client, calls share one
-keep-alive client per event loop (`shared_client`).
+keep-alive client per event loop (`_transport.shared_client`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import email.utils
-import html
 import importlib.util
 import json
 import logging
 import math
 import os
 import random
-import re
 import socket
 import time
 import traceback
 import typing
-import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx
-from pydantic import TypeAdapter, ValidationError
 from pydantic_core import from_json
 
-from ._assembler import Assembler, StopRule
+from ._assembler import Assembler
 from ._cost import cost_context
+from ._error_text import (
+    _ERROR_BODY_LIMIT,
+    _snippet,
+    _unreadable,
+    request_id,
+    retry_after_seconds,
+    vendor_error_text,
+)
 from ._errors import ProtocolError, StreamFailure, error_from_status, redact, secrets_in
 from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
-from ._sse import Decoder, FramingError, SSEBytesDecoder
-from ._types import (
-    KEEP_UNKNOWN_BLOCKS,
-    AssistantMessage,
-    Context,
-    StreamError,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
+from ._sse import Decoder, FramingError
+from ._transport import (
+    _DRAIN_LIMIT,
+    _DRAIN_TIMEOUT,
+    _own_socket,
+    _Socket,
+    _spawn_detached,
+    shared_client,
 )
+from ._types import AssistantMessage, Context, StreamError
+from ._wire import Translator, WireAPI, _endpoint, bind_stream
 
 if TYPE_CHECKING:
     from ._otel import ChatSpan
 
-__all__ = ["AssistantStream", "Translator", "WireAPI", "WireRequest", "parse_json"]
+__all__ = ["AssistantStream"]
 
 logger = logging.getLogger("stream_core")
 T = TypeVar("T")
-
-_ERROR_BODY_LIMIT = 64 * 1024
-
-
-@dataclass
-class WireRequest:
-    url: str
-    payload: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-Translator = Callable[[str, str], None]
-"""Called with (SSE event name, data) for every event; drives the assembler."""
-
-
-def parse_json(data: str, event: str) -> Any:
-    """Parse an event's data, or end the stream with a protocol error naming the event."""
-    try:
-        return from_json(data, allow_inf_nan=False)
-    except ValueError:
-        snippet = data if len(data) <= 80 else data[:77] + "..."
-        raise ProtocolError(f"malformed JSON in {event or 'data'} event: {snippet!r}") from None
-
-
-@dataclass(frozen=True)
-class WireAPI:
-    """What a provider module supplies: its tables and three functions.
-
-    `build_request(model, context, options)` turns the context into the vendor payload;
-    `auth_headers(model, api_key)` says how the key is sent; `translator(asm)` returns the
-    function that turns one vendor event into assembler calls.
-    """
-
-    api: str
-    terminal_event: str
-    stop_reasons: Mapping[str, StopRule]
-    build_request: Callable[[Model, Context, StreamOptions], WireRequest]
-    auth_headers: Callable[[Model, str], dict[str, str]]
-    translator: Callable[[Assembler], Translator]
-    api_key_env: Callable[[Model], str | None]
-    """The environment variable holding the key for a model (None: no key needed)."""
-    key_required: Callable[[Model], bool] = lambda model: True
-    decoder: Callable[[], Decoder] = SSEBytesDecoder
-    """The body's framing: SSE, `NDJSONBytesDecoder` for newline-delimited JSON, or
-    `EventStreamDecoder` for AWS's binary event-stream."""
-    sign: Callable[[httpx.Request, Model, StreamOptions, str | None], tuple[str, ...]] | None = None
-    """Signs the finished request in place, exact body bytes included (AWS SigV4), given the
-    API key if one was found; returns the secrets it used (for redaction). Raising
-    `StreamFailure` (e.g. kind `auth`: no credentials) ends the stream with that error."""
-    parse_response: Callable[[Assembler, Any], None] | None = None
-    """Reads the vendor's non-streamed JSON answer (a proxy that ignored `stream: true`)
-    as a whole: the same assembler calls as if it had streamed in one piece, ending with
-    `asm.finished = True`. None: such an answer ends the stream `protocol`."""
-    compat: type[Any] | None = None
-    """The dataclass of per-endpoint flags `Model.compat` may set (None: it takes none);
-    an unknown key or a value of the wrong type raises at the call, naming the key."""
-    base_url_env: Mapping[str, str] = field(default_factory=dict)
-    """Vendor default base URL -> the environment variable that replaces it (the official
-    SDK's own, e.g. `OPENAI_BASE_URL`). Only a model still at that default is redirected."""
-    providers: Mapping[str, str] = field(default_factory=dict)
-    """Provider names this API serves -> their default base URL, so a model outside the
-    catalog can be named as `provider/model-id` (e.g. `ollama/llama3.2`)."""
-    bearer_token: Callable[[Model], Awaitable[str | None]] | None = None
-    """When no API key is configured: awaited once at connect for an OAuth token (e.g.
-    Vertex AI's Application Default Credentials), sent as `authorization: Bearer` and
-    redacted like a key. Blocking I/O belongs in a worker thread (`anyio.to_thread`)."""
-
-    def open(
-        self,
-        model: Model,
-        context: Context | dict[str, Any],
-        options: StreamOptions | None = None,
-    ) -> AssistantStream:
-        context = _check_call(self, model, context, options)
-        return AssistantStream(self, model, context, options or StreamOptions())
-
-
-def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context:
-    """Programmer errors raise here, before any I/O, naming the bad field.
-
-    The context is validated again even when it is a `Context` (a field assigned after
-    construction is not checked by pydantic), and the copy is what gets sent: the caller's
-    object is never mutated, nor read again while the stream runs."""
-    api = wire.api
-    if not isinstance(model, Model):
-        raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
-    if model.api != api:
-        raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
-    if model.compat:
-        _check_compat(wire, model.compat)
-    keep_unknown = None
-    if options is not None:
-        if not isinstance(options, StreamOptions):
-            raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
-        options.validate()  # again: a field may have been changed since construction
-    if isinstance(context, Context):
-        for i, m in enumerate(context.messages):
-            if not isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage)):
-                raise TypeError(
-                    f"context.messages[{i}] is a {type(m).__name__}, not a message "
-                    "(filter JSONL records with messages_only())"
-                )
-        # Blocks of unknown types loaded from a history stay what they were.
-        keep_unknown = KEEP_UNKNOWN_BLOCKS
-        context = context.model_dump(warnings=False)
-    elif not isinstance(context, dict):
-        raise TypeError(f"context must be a stream_core.Context, not {type(context).__name__}")
-    try:
-        checked = Context.model_validate(context, context=keep_unknown)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "context." + ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"{where}: {first['msg']}") from None
-    for i, tool in enumerate(checked.tools or ()):
-        _check_json(tool.parameters, f"context.tools[{i}].parameters")
-    for i, m in enumerate(checked.messages):
-        if isinstance(m, AssistantMessage):
-            for j, block in enumerate(m.content):
-                if isinstance(block, ToolCall):
-                    _check_json(block.arguments, f"context.messages[{i}].content[{j}].arguments")
-    return checked
-
-
-def _check_json(value: Any, where: str) -> None:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"{where}: not JSON: {exc}") from None
-
-
-def _check_compat(wire: WireAPI, compat: Mapping[str, Any]) -> None:
-    """Raise ValueError naming the first `Model.compat` key `wire` does not know, or whose
-    value has the wrong type: a typo must not be silently dropped."""
-    if wire.compat is None:
-        raise ValueError(
-            f"model.compat: {wire.api} takes no compat flags (got {', '.join(map(repr, compat))})"
-        )
-    adapters = _field_adapters(wire.compat)
-    for key, value in compat.items():
-        adapter = adapters.get(key)
-        if adapter is None:
-            raise ValueError(
-                f"model.compat: unknown key {key!r} for {wire.api} "
-                f"(known: {', '.join(sorted(adapters))})"
-            )
-        try:
-            adapter.validate_python(value, strict=True)
-        except ValidationError as exc:
-            raise ValueError(f"model.compat.{key}: {exc.errors()[0]['msg']}") from None
-
-
-_ADAPTERS: dict[type[Any], dict[str, TypeAdapter[Any]]] = {}
-
-
-def _field_adapters(cls: type[Any]) -> dict[str, TypeAdapter[Any]]:
-    adapters = _ADAPTERS.get(cls)
-    if adapters is None:
-        hints = typing.get_type_hints(cls)
-        adapters = {f.name: TypeAdapter(hints[f.name]) for f in dataclasses.fields(cls)}
-        _ADAPTERS[cls] = adapters
-    return adapters
-
-
-def _endpoint(wire: WireAPI, model: Model, options: StreamOptions) -> Model:
-    """The model as it is sent: `options.base_url` wins; else the vendor SDK's variable
-    (`OPENAI_BASE_URL`, ...) replaces the vendor's default host, never a URL the model
-    chose itself, so a gateway or a local server needs no code change."""
-    url = options.base_url or None
-    if url is None:
-        env = wire.base_url_env.get(model.base_url.rstrip("/"))
-        url = (os.environ.get(env) or None) if env else None
-    if url is None or url == model.base_url:
-        return model
-    return model.model_copy(update={"base_url": url})
-
-
-class _Socket(Protocol):
-    def shutdown(self, how: int, /) -> None: ...
 
 
 # States of the pump.
@@ -824,6 +659,9 @@ class AssistantStream:
             span.end(m, first)
 
 
+bind_stream(AssistantStream)
+
+
 _otel_module: Any = None
 
 
@@ -843,64 +681,8 @@ def _otel() -> Any:
     return _otel_module or None
 
 
-_REQUEST_ID_HEADERS = (
-    "request-id",  # Anthropic
-    "x-request-id",  # OpenAI and most compatible servers
-    "x-amzn-requestid",  # AWS
-    "apim-request-id",  # Azure
-    "x-ms-request-id",
-)
-
-
-def request_id(headers: httpx.Headers) -> str | None:
-    """The vendor's request id from response headers, if it sent one."""
-    for name in _REQUEST_ID_HEADERS:
-        value: str | None = headers.get(name)
-        if value:
-            return value[:200]
-    return None
-
-
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
-# A tag opens with a name, `/` or `!` and cannot hold another `<`: a run of stray `<`
-# stays linear, and "a < b" in plain text is not a tag.
-_TAGS = re.compile(r"<[a-zA-Z/!?][^<>]*>")
-# Where a browser shows nothing until the matching close: scripts, styles, the head.
-_HIDDEN_OPEN = re.compile(r"<(script|style|head|noscript|!--)", re.IGNORECASE)
-_ERROR_TEXT_LIMIT = 500
-
-
-def _snippet(body: bytes, limit: int = 200) -> str:
-    """The first words of a body, markup stripped, for an error message."""
-    text = strip_markup(body[: limit * 16].decode("utf-8", "replace"))
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
-
-
-def strip_markup(text: str) -> str:
-    """The visible words of an HTML page (a proxy's error or login page), on one line.
-    Linear in the text, whatever the markup (vendor bytes are untrusted)."""
-    if "<" in text:
-        text = html.unescape(_TAGS.sub(" ", _drop_hidden(text)))
-    return " ".join(text.split())
-
-
-def _drop_hidden(text: str) -> str:
-    lower = text.lower()
-    kept: list[str] = []
-    pos = 0
-    while (found := _HIDDEN_OPEN.search(text, pos)) is not None:
-        kept.append(text[pos : found.start()])
-        name = found.group(1).lower()
-        closer = "-->" if name == "!--" else f"</{name}"
-        end = lower.find(closer, found.end())
-        if end < 0:
-            return " ".join(kept)  # never closed: the rest is hidden too
-        pos = end + len(closer)
-        if name != "!--":
-            pos = text.find(">", pos) + 1 or len(text)
-    kept.append(text[pos:])
-    return " ".join(kept)
 
 
 def _frames_in(decoder: Decoder, body: bytes) -> bool:
@@ -910,10 +692,6 @@ def _frames_in(decoder: Decoder, body: bytes) -> bool:
         return bool([*decoder.decode(body), *decoder.flush()])
     except ProtocolError:
         return False
-
-
-def _unreadable(event: str, exc: Exception) -> str:
-    return f"unreadable {event or 'data'} event: {type(exc).__name__}: {exc}"
 
 
 async def _one_chunk(body: bytes) -> typing.AsyncIterator[bytes]:
@@ -933,182 +711,7 @@ class _Expired(Exception):
     """An `_interruptible` await reached its deadline."""
 
 
-_DRAIN_TIMEOUT = 0.05
-_DRAIN_LIMIT = 64 * 1024
-
-
-def _own_socket(response: httpx.Response) -> _Socket | None:
-    """The socket under an HTTP/1.1 response read by httpcore, whose per-read timeout
-    httpcore applies; None for anything else (mock transports, HTTP/2, whose socket other
-    streams share, so shutting it down would end them too)."""
-    stream = response.extensions.get("network_stream")
-    if stream is None or response.http_version != "HTTP/1.1":
-        return None
-    try:
-        sock = stream.get_extra_info("socket")
-    except Exception:  # a custom network stream: fall back to scoped reads
-        return None
-    # A socket.socket, or asyncio's TransportSocket wrapper: both can be shut down.
-    return sock if callable(getattr(sock, "shutdown", None)) else None
-
-
-# --- detached tasks and the shared client -------------------------------------------------
-
-_detached: set[asyncio.Task[None]] = set()
-"""Strong references to detached asyncio tasks (the loop keeps only weak ones)."""
-
-
-def _spawn_detached(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], object]:
-    """Run `fn` in a task of its own, outside any task group, and return its canceller.
-
-    anyio offers no such task (a task group cannot stay open across `__anext__` calls,
-    which return to the caller), so this is per backend: an asyncio task, or a trio system
-    task. Either is cancelled when the event loop ends.
-    """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        import trio
-
-        scope = trio.CancelScope()
-
-        async def run() -> None:
-            with scope:
-                await fn()
-
-        trio.lowlevel.spawn_system_task(run)
-        return scope.cancel
-    task = loop.create_task(fn())
-    _detached.add(task)
-    task.add_done_callback(_detached.discard)
-    return task.cancel
-
-
-def _loop_key() -> object:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        import trio
-
-        return trio.lowlevel.current_trio_token()
-
-
-_SHARED_LIMITS = httpx.Limits(
-    max_connections=256, max_keepalive_connections=32, keepalive_expiry=30.0
-)
-_shared: weakref.WeakKeyDictionary[object, httpx.AsyncClient] = weakref.WeakKeyDictionary()
-
-
-def shared_client() -> httpx.AsyncClient:
-    """The keep-alive client that calls without `options.client` share on this event loop.
-
-    One per loop (asyncio loop or trio run), made on first use (TLS set-up costs some
-    20 ms, so once, not per call) and closed when the loop ends. Timeouts come with each
-    request, so the client has none of its own.
-    """
-    key = _loop_key()
-    client = _shared.get(key)
-    if client is None or client.is_closed:
-        client = httpx.AsyncClient(timeout=None, limits=_SHARED_LIMITS)
-        _shared[key] = client
-        _spawn_detached(lambda: _close_at_loop_end(client))
-    return client
-
-
-async def _close_at_loop_end(client: httpx.AsyncClient) -> None:
-    try:
-        await anyio.sleep_forever()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await client.aclose()
-
-
 def _close_awaitable(awaitable: Awaitable[Any]) -> None:
     close = getattr(awaitable, "close", None)
     if close is not None:
         close()
-
-
-def vendor_error_text(body: bytes) -> tuple[str | None, str]:
-    """(vendor error type, message) from an error body, Anthropic or OpenAI shaped."""
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        data = from_json(body) if body else None
-    except ValueError:
-        data = None
-    if data is not None:
-        return vendor_error_fields(data)
-    # Not JSON: a proxy's page. Its words, not its markup, and not all of them.
-    text = strip_markup(text)
-    if len(text) > _ERROR_TEXT_LIMIT:
-        text = text[: _ERROR_TEXT_LIMIT - 3] + "..."
-    return None, text
-
-
-def vendor_error_fields(data: Any) -> tuple[str | None, str]:
-    """(type, message) from `{"error": {...}}`, `{"type": "error", "error": {...}}` or a
-    bare error object; an OpenRouter upstream detail (`metadata.raw`) is appended.
-
-    Vendor JSON of any shape gives strings (never raises): a field of the wrong type is
-    shown as its JSON text, or skipped where a name is due."""
-    err = data.get("error", data) if type(data) is dict else data
-    if type(err) is str:
-        return None, err
-    if type(err) is not dict:
-        return None, _as_text(err)
-    kind = _name(err.get("type")) or _name(err.get("code"))
-    code = _name(err.get("code"))
-    message = next(
-        (_as_text(v) for v in (err.get("message"), err.get("detail")) if v not in (None, "")),
-        kind or "unknown error",
-    )
-    metadata = err.get("metadata")
-    raw = metadata.get("raw") if type(metadata) is dict else None
-    if raw not in (None, ""):
-        message += f"\n{_as_text(raw)}"
-    # A specific code (context_length_exceeded) says more than a generic type.
-    if (
-        code
-        and code != kind
-        and kind == "invalid_request_error"
-        and not code.isdigit()  # a proxy's "400" is a status (see `error_from_vendor`)
-    ):
-        kind = code
-    return kind, message
-
-
-def _name(value: Any) -> str | None:
-    """A vendor error type or code: a non-empty string, or an integer code as text."""
-    if type(value) is str:
-        return value or None
-    if type(value) is int:
-        return str(value)
-    return None
-
-
-def _as_text(value: Any) -> str:
-    if type(value) is str:
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False)[:2000]
-    except (TypeError, ValueError):  # pragma: no cover - vendor JSON always dumps
-        return type(value).__name__
-
-
-def retry_after_seconds(headers: httpx.Headers) -> float | None:
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())

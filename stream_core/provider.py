@@ -28,6 +28,7 @@ shows a plugin needs nothing private. The pieces, by job:
 
 from ._assembler import Assembler, StopRule
 from ._cost import CostContext, compute_cost, long_cache_honored
+from ._error_text import vendor_error_fields
 from ._errors import (
     OVERFLOW_PATTERNS,
     ProtocolError,
@@ -47,8 +48,8 @@ from ._handoff import (
 from ._json import ArgumentsError, parse_arguments, parse_partial_json
 from ._registry import get_provider, register_provider, unregister_providers
 from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
-from ._stream import Translator, WireAPI, WireRequest, parse_json, vendor_error_fields
 from ._tools import TOOL_ERROR_PREFIX, function_tools
+from ._wire import Translator, WireAPI, WireRequest, parse_json
 
 __all__ = [
     "IMAGE_OMITTED_TEXT",

@@ -172,7 +172,7 @@ async def test_second_call_opens_no_new_connection(api: str) -> None:
 
 @pytest.mark.anyio
 async def test_the_shared_client_is_one_per_event_loop() -> None:
-    from stream_core._stream import shared_client
+    from stream_core._transport import shared_client
 
     first = shared_client()
     assert shared_client() is first and not first.is_closed
@@ -339,7 +339,7 @@ async def test_setting_the_event_mid_stream_aborts_keeping_content(api: str) -> 
 def test_the_shared_client_is_closed_when_the_loop_ends(backend: str) -> None:
     """If this fails: the default client leaks its connections (a ResourceWarning, which
     this suite turns into an error) when `anyio.run` / `asyncio.run` / `trio.run` ends."""
-    from stream_core._stream import shared_client
+    from stream_core._transport import shared_client
 
     api = APIS[0]
     seen: list[httpx.AsyncClient] = []

@@ -629,6 +629,6 @@ def test_any_json_in_any_field_of_a_whole_answer_still_ends_cleanly(
     ],
 )
 def test_strip_markup_keeps_the_visible_words(page: str, words: str) -> None:
-    from stream_core._stream import strip_markup
+    from stream_core._error_text import strip_markup
 
     assert strip_markup(page) == words

@@ -26,7 +26,7 @@ from .._models import Model
 from .._options import StreamOptions
 from .._registry import get_provider, register_provider
 from .._sse import NDJSONBytesDecoder
-from .._stream import AssistantStream, Translator, WireAPI, WireRequest, parse_json
+from .._stream import AssistantStream
 from .._types import (
     AssistantMessage,
     Context,
@@ -37,6 +37,7 @@ from .._types import (
     ToolCall,
     Usage,
 )
+from .._wire import Translator, WireAPI, WireRequest, parse_json
 
 API = "faux"
 

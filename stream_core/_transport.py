@@ -1,0 +1,117 @@
+"""The transport room: the HTTP client calls run on, and the socket under a response.
+
+Calls without `options.client` share one keep-alive `httpx.AsyncClient` per event loop
+(`shared_client`), made on first use and closed when the loop ends. Tasks that must outlive
+one `__anext__` (the close, a stream's cancel watcher) run outside any task group
+(`_spawn_detached`). `_own_socket` finds the HTTP/1.1 socket whose reads carry the idle
+timeout and that a cancel shuts down; `_stream` decides when. Connection settings (pool
+limits, the drain after the terminal event) live here so transport set-up has one home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+import anyio
+import httpx
+
+# --- the response's socket ----------------------------------------------------------------
+
+
+class _Socket(Protocol):
+    """All cancel needs of a socket: a `socket.socket` or asyncio's wrapper of one."""
+
+    def shutdown(self, how: int, /) -> None: ...
+
+
+def _own_socket(response: httpx.Response) -> _Socket | None:
+    """The socket under an HTTP/1.1 response read by httpcore, whose per-read timeout
+    httpcore applies; None for anything else (mock transports, HTTP/2, whose socket other
+    streams share, so shutting it down would end them too)."""
+    stream = response.extensions.get("network_stream")
+    if stream is None or response.http_version != "HTTP/1.1":
+        return None
+    try:
+        sock = stream.get_extra_info("socket")
+    except Exception:  # a custom network stream: fall back to scoped reads
+        return None
+    # A socket.socket, or asyncio's TransportSocket wrapper: both can be shut down.
+    return sock if callable(getattr(sock, "shutdown", None)) else None
+
+
+# --- detached tasks and the shared client -------------------------------------------------
+
+_detached: set[asyncio.Task[None]] = set()
+"""Strong references to detached asyncio tasks (the loop keeps only weak ones)."""
+
+
+def _spawn_detached(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], object]:
+    """Run `fn` in a task of its own, outside any task group, and return its canceller.
+
+    anyio offers no such task (a task group cannot stay open across `__anext__` calls,
+    which return to the caller), so this is per backend: an asyncio task, or a trio system
+    task. Either is cancelled when the event loop ends.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        import trio
+
+        scope = trio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                await fn()
+
+        trio.lowlevel.spawn_system_task(run)
+        return scope.cancel
+    task = loop.create_task(fn())
+    _detached.add(task)
+    task.add_done_callback(_detached.discard)
+    return task.cancel
+
+
+def _loop_key() -> object:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        import trio
+
+        return trio.lowlevel.current_trio_token()
+
+
+_SHARED_LIMITS = httpx.Limits(
+    max_connections=256, max_keepalive_connections=32, keepalive_expiry=30.0
+)
+_shared: weakref.WeakKeyDictionary[object, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+# After the terminal event the rest of the body is read this long, at most this much, so the
+# connection goes back to the pool (`AssistantStream._drain`).
+_DRAIN_TIMEOUT = 0.05
+_DRAIN_LIMIT = 64 * 1024
+
+
+def shared_client() -> httpx.AsyncClient:
+    """The keep-alive client that calls without `options.client` share on this event loop.
+
+    One per loop (asyncio loop or trio run), made on first use (TLS set-up costs some
+    20 ms, so once, not per call) and closed when the loop ends. Timeouts come with each
+    request, so the client has none of its own.
+    """
+    key = _loop_key()
+    client = _shared.get(key)
+    if client is None or client.is_closed:
+        client = httpx.AsyncClient(timeout=None, limits=_SHARED_LIMITS)
+        _shared[key] = client
+        _spawn_detached(lambda: _close_at_loop_end(client))
+    return client
+
+
+async def _close_at_loop_end(client: httpx.AsyncClient) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()

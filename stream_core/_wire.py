@@ -1,0 +1,227 @@
+"""The wire definition a provider supplies, and the checks a call raises from.
+
+A provider module is tables and functions (`WireAPI`, `WireRequest`, `Translator`,
+`parse_json`). Everything that must fail before any I/O lives here too: the call's
+validation (`_check_call`, CONTRACT 1) and the endpoint a model is sent to (`_endpoint`).
+
+`AssistantStream` (`_stream`) runs the call and builds on this module, never the other way
+round: `WireAPI.open` is handed the stream class (`bind_stream`) instead of importing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import from_json
+
+from ._assembler import Assembler, StopRule
+from ._errors import ProtocolError
+from ._models import Model
+from ._options import StreamOptions
+from ._sse import Decoder, SSEBytesDecoder
+from ._types import (
+    KEEP_UNKNOWN_BLOCKS,
+    AssistantMessage,
+    Context,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+if TYPE_CHECKING:
+    from ._stream import AssistantStream
+
+__all__ = ["Translator", "WireAPI", "WireRequest", "bind_stream", "parse_json"]
+
+
+@dataclass
+class WireRequest:
+    url: str
+    payload: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Translator = Callable[[str, str], None]
+"""Called with (SSE event name, data) for every event; drives the assembler."""
+
+
+def parse_json(data: str, event: str) -> Any:
+    """Parse an event's data, or end the stream with a protocol error naming the event."""
+    try:
+        return from_json(data, allow_inf_nan=False)
+    except ValueError:
+        snippet = data if len(data) <= 80 else data[:77] + "..."
+        raise ProtocolError(f"malformed JSON in {event or 'data'} event: {snippet!r}") from None
+
+
+@dataclass(frozen=True)
+class WireAPI:
+    """What a provider module supplies: its tables and three functions.
+
+    `build_request(model, context, options)` turns the context into the vendor payload;
+    `auth_headers(model, api_key)` says how the key is sent; `translator(asm)` returns the
+    function that turns one vendor event into assembler calls.
+    """
+
+    api: str
+    terminal_event: str
+    stop_reasons: Mapping[str, StopRule]
+    build_request: Callable[[Model, Context, StreamOptions], WireRequest]
+    auth_headers: Callable[[Model, str], dict[str, str]]
+    translator: Callable[[Assembler], Translator]
+    api_key_env: Callable[[Model], str | None]
+    """The environment variable holding the key for a model (None: no key needed)."""
+    key_required: Callable[[Model], bool] = lambda model: True
+    decoder: Callable[[], Decoder] = SSEBytesDecoder
+    """The body's framing: SSE, `NDJSONBytesDecoder` for newline-delimited JSON, or
+    `EventStreamDecoder` for AWS's binary event-stream."""
+    sign: Callable[[httpx.Request, Model, StreamOptions, str | None], tuple[str, ...]] | None = None
+    """Signs the finished request in place, exact body bytes included (AWS SigV4), given the
+    API key if one was found; returns the secrets it used (for redaction). Raising
+    `StreamFailure` (e.g. kind `auth`: no credentials) ends the stream with that error."""
+    parse_response: Callable[[Assembler, Any], None] | None = None
+    """Reads the vendor's non-streamed JSON answer (a proxy that ignored `stream: true`)
+    as a whole: the same assembler calls as if it had streamed in one piece, ending with
+    `asm.finished = True`. None: such an answer ends the stream `protocol`."""
+    compat: type[Any] | None = None
+    """The dataclass of per-endpoint flags `Model.compat` may set (None: it takes none);
+    an unknown key or a value of the wrong type raises at the call, naming the key."""
+    base_url_env: Mapping[str, str] = field(default_factory=dict)
+    """Vendor default base URL -> the environment variable that replaces it (the official
+    SDK's own, e.g. `OPENAI_BASE_URL`). Only a model still at that default is redirected."""
+    providers: Mapping[str, str] = field(default_factory=dict)
+    """Provider names this API serves -> their default base URL, so a model outside the
+    catalog can be named as `provider/model-id` (e.g. `ollama/llama3.2`)."""
+    bearer_token: Callable[[Model], Awaitable[str | None]] | None = None
+    """When no API key is configured: awaited once at connect for an OAuth token (e.g.
+    Vertex AI's Application Default Credentials), sent as `authorization: Bearer` and
+    redacted like a key. Blocking I/O belongs in a worker thread (`anyio.to_thread`)."""
+
+    def open(
+        self,
+        model: Model,
+        context: Context | dict[str, Any],
+        options: StreamOptions | None = None,
+    ) -> AssistantStream:
+        context = _check_call(self, model, context, options)
+        assert _stream_class is not None  # bound when `stream_core` is imported
+        return _stream_class(self, model, context, options or StreamOptions())
+
+
+_StreamClass = Callable[[WireAPI, Model, Context, StreamOptions], "AssistantStream"]
+# Set once by `_stream` at import (the package always imports it): the class lives
+# above this module in the import graph, so it is handed down rather than imported.
+_stream_class: _StreamClass | None = None
+
+
+def bind_stream(cls: _StreamClass) -> None:
+    """Make `WireAPI.open` return instances of `cls` (called by `_stream` only)."""
+    global _stream_class
+    _stream_class = cls
+
+
+def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context:
+    """Programmer errors raise here, before any I/O, naming the bad field.
+
+    The context is validated again even when it is a `Context` (a field assigned after
+    construction is not checked by pydantic), and the copy is what gets sent: the caller's
+    object is never mutated, nor read again while the stream runs."""
+    api = wire.api
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
+    if model.api != api:
+        raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
+    if model.compat:
+        _check_compat(wire, model.compat)
+    keep_unknown = None
+    if options is not None:
+        if not isinstance(options, StreamOptions):
+            raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
+        options.validate()  # again: a field may have been changed since construction
+    if isinstance(context, Context):
+        for i, m in enumerate(context.messages):
+            if not isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage)):
+                raise TypeError(
+                    f"context.messages[{i}] is a {type(m).__name__}, not a message "
+                    "(filter JSONL records with messages_only())"
+                )
+        # Blocks of unknown types loaded from a history stay what they were.
+        keep_unknown = KEEP_UNKNOWN_BLOCKS
+        context = context.model_dump(warnings=False)
+    elif not isinstance(context, dict):
+        raise TypeError(f"context must be a stream_core.Context, not {type(context).__name__}")
+    try:
+        checked = Context.model_validate(context, context=keep_unknown)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "context." + ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{where}: {first['msg']}") from None
+    for i, tool in enumerate(checked.tools or ()):
+        _check_json(tool.parameters, f"context.tools[{i}].parameters")
+    for i, m in enumerate(checked.messages):
+        if isinstance(m, AssistantMessage):
+            for j, block in enumerate(m.content):
+                if isinstance(block, ToolCall):
+                    _check_json(block.arguments, f"context.messages[{i}].content[{j}].arguments")
+    return checked
+
+
+def _check_json(value: Any, where: str) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{where}: not JSON: {exc}") from None
+
+
+def _check_compat(wire: WireAPI, compat: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first `Model.compat` key `wire` does not know, or whose
+    value has the wrong type: a typo must not be silently dropped."""
+    if wire.compat is None:
+        raise ValueError(
+            f"model.compat: {wire.api} takes no compat flags (got {', '.join(map(repr, compat))})"
+        )
+    adapters = _field_adapters(wire.compat)
+    for key, value in compat.items():
+        adapter = adapters.get(key)
+        if adapter is None:
+            raise ValueError(
+                f"model.compat: unknown key {key!r} for {wire.api} "
+                f"(known: {', '.join(sorted(adapters))})"
+            )
+        try:
+            adapter.validate_python(value, strict=True)
+        except ValidationError as exc:
+            raise ValueError(f"model.compat.{key}: {exc.errors()[0]['msg']}") from None
+
+
+_ADAPTERS: dict[type[Any], dict[str, TypeAdapter[Any]]] = {}
+
+
+def _field_adapters(cls: type[Any]) -> dict[str, TypeAdapter[Any]]:
+    adapters = _ADAPTERS.get(cls)
+    if adapters is None:
+        hints = typing.get_type_hints(cls)
+        adapters = {f.name: TypeAdapter(hints[f.name]) for f in dataclasses.fields(cls)}
+        _ADAPTERS[cls] = adapters
+    return adapters
+
+
+def _endpoint(wire: WireAPI, model: Model, options: StreamOptions) -> Model:
+    """The model as it is sent: `options.base_url` wins; else the vendor SDK's variable
+    (`OPENAI_BASE_URL`, ...) replaces the vendor's default host, never a URL the model
+    chose itself, so a gateway or a local server needs no code change."""
+    url = options.base_url or None
+    if url is None:
+        env = wire.base_url_env.get(model.base_url.rstrip("/"))
+        url = (os.environ.get(env) or None) if env else None
+    if url is None or url == model.base_url:
+        return model
+    return model.model_copy(update={"base_url": url})
