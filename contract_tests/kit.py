@@ -51,6 +51,12 @@ class Fixture:
         return headers
 
     @property
+    def call(self) -> dict[str, Any]:
+        """How the recorded call was made, where it matters for reading the answer:
+        `output_schema` (a JSON Schema) and `structured_output` (the model's mode)."""
+        return dict(self.meta.get("call") or {})
+
+    @property
     def streamed(self) -> bool:
         """False for a non-streamed JSON answer (read by `WireAPI.parse_response`)."""
         return not self.headers.get("content-type", "").startswith("application/json")
@@ -90,7 +96,7 @@ def load_fixtures(api: str) -> list[Fixture]:
     return out
 
 
-def contract_model(api: str) -> Model:
+def contract_model(api: str, **overrides: Any) -> Model:
     return Model(
         id="contract-model",
         name="contract",
@@ -99,6 +105,7 @@ def contract_model(api: str) -> Model:
         base_url=BASE_URL,
         reasoning=True,
         input=["text", "image"],
+        **overrides,
     )
 
 
@@ -319,9 +326,10 @@ async def run_provider(
     *,
     context: Context | None = None,
     opts: StreamOptions | None = None,
+    model: Model | None = None,
 ) -> Run:
     """Stream one message with the vendor replaced by `responses` (one per attempt)."""
-    model = contract_model(api)
+    model = model or contract_model(api)
     with respx.mock(assert_all_called=False, assert_all_mocked=True) as mock:
         side_effect: Any = responses if callable(responses) else list(responses)
         route = mock.route(host="contract.test").mock(side_effect=side_effect)
@@ -338,8 +346,14 @@ def replay(fixture: Fixture, chunks: Sequence[bytes], **option_overrides: Any) -
         chunks, status=int(fixture.meta.get("status") or 200), headers=fixture.headers
     )
 
+    call = fixture.call
+    mode = call.pop("structured_output", None)
+    model = contract_model(fixture.api, structured_output=mode) if mode else None
+
     async def main() -> Run:
-        return await run_provider(fixture.api, [response], opts=options(**option_overrides))
+        return await run_provider(
+            fixture.api, [response], opts=options(**call, **option_overrides), model=model
+        )
 
     return anyio.run(main)
 
@@ -365,6 +379,12 @@ def check_expect(message: AssistantMessage, expect: dict[str, Any]) -> None:
         if value and usage[key] == 2 * value:
             hint = " (twice the count: a cumulative snapshot added instead of set?)"
         assert usage[key] == value, f"usage.{key} = {usage[key]}, expected {value}{hint}"
+    if "output" in expect:
+        assert message.output == expect["output"], (
+            f"output {message.output!r} (error: {message.error}), expected {expect['output']!r}"
+        )
+    if "output_mode" in expect:
+        assert message.output_mode == expect["output_mode"], message.output_mode
     if "content" in expect:
         got = [_summary(b) for b in message.content]
         want = expect["content"]

@@ -38,6 +38,7 @@ from ._events import (
 )
 from ._json import ArgumentsError, is_storable_json, parse_arguments, parse_partial_json
 from ._models import Model
+from ._output import OutputSpec, read_output
 from ._types import (
     AssistantMessage,
     StreamError,
@@ -86,8 +87,13 @@ class Assembler:
         stop_reasons: Mapping[str, StopRule],
         out: deque[AssistantStreamEvent],
         pricing: CostContext | None = None,
+        output: OutputSpec | None = None,
     ) -> None:
         self.message = message
+        self.output = output
+        """The structured answer asked for; in tool mode, calls to its tool are the text."""
+        self._output_tool = output.name if output is not None and output.mode == "tool" else None
+        self._output_keys: set[Hashable] = set()
         self.model = model
         self.pricing = pricing
         self.out = out
@@ -186,6 +192,11 @@ class Assembler:
     def _start_call(self, key: Hashable, id: str, name: str) -> _Open:
         _need_str(id, "a tool call id")
         _need_str(name, "a tool call name")
+        if name and name == self._output_tool:
+            # Structured output by a forced tool: its arguments are the answer, streamed as
+            # text, so the history holds a plain answer and no call awaiting a result.
+            self._output_keys.add(key)
+            return self._start(key, _TEXT, TextContent())
         o = self._start(key, _TOOL, ToolCall(name=name))
         self._assign_id(o, id)
         return o
@@ -222,6 +233,11 @@ class Assembler:
         arrives after the call started replaces the one we made up. Empty fragments start
         a call but emit no delta (deltas are never empty).
         """
+        if key in self._output_keys:
+            if key in self._open:
+                self.text(key, fragment)
+                return
+            self._output_keys.discard(key)  # the key was ended: a new block
         o = self._open.get(key)
         if o is not None and o.kind == _TOOL and id:
             call = o.block
@@ -236,6 +252,9 @@ class Assembler:
                     self._call_ids.add(id)
         if o is None or o.kind != _TOOL:
             o = self._start_call(key, id or "", name or "")
+            if o.kind == _TEXT:
+                self.text(key, fragment)
+                return
         elif name:
             _need_str(name, "a tool call name")
             call = o.block
@@ -362,6 +381,8 @@ class Assembler:
             msg.error = error
         else:
             self._settle_stop_reason()
+        if self.output is not None:
+            self._read_output()
         u = msg.usage
         if u.reasoning > u.output:
             # Some servers report more reasoning than output; it is a part of output.
@@ -398,6 +419,23 @@ class Assembler:
             msg.stop_reason = "tool_use"
         else:
             msg.stop_reason = "stop"
+
+
+    def _read_output(self) -> None:
+        """The structured answer, read once at the end: only from a message that stopped
+        normally (a `length` stop is never a parsed partial object); an answer that does not
+        parse or validate ends the message `invalid_output`, its text kept."""
+        msg = self.message
+        assert self.output is not None
+        msg.output_mode = self.output.mode
+        if msg.stop_reason != "stop":
+            return
+        value, problem = read_output(msg.text(), self.output)
+        if problem is None:
+            msg.output = value
+        else:
+            msg.stop_reason = "error"
+            msg.error = StreamError(kind="invalid_output", message=problem)
 
 
 _MAX_COUNT = 10**1000

@@ -52,6 +52,9 @@ class Model(BaseModel):
     """Per-endpoint flags overriding the provider's detected defaults, field by field."""
     knowledge: str | None = None
     """Training-data cut-off ("YYYY-MM" or "YYYY-MM-DD"), when published."""
+    structured_output: Literal["native", "tool"] | None = None
+    """How `StreamOptions.output_schema` is asked of this model: the API's native mode, or
+    one forced tool; None lets the provider decide from the model id."""
 
     def __repr__(self) -> str:
         return f"Model(provider={self.provider!r}, id={self.id!r}, api={self.api!r})"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import json
 import math
 import typing
 from dataclasses import dataclass, field
@@ -10,14 +12,41 @@ from typing import Any, Literal
 
 import anyio
 import httpx
+from pydantic import BaseModel
 
 if typing.TYPE_CHECKING:
     from ._models import Model
 
-__all__ = ["PayloadHook", "ReasoningEffort", "StreamOptions", "THINKING_BUDGETS"]
+__all__ = [
+    "CONTROLS",
+    "PayloadHook",
+    "ReasoningEffort",
+    "StreamOptions",
+    "THINKING_BUDGETS",
+    "ToolChoice",
+]
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 PayloadHook = typing.Callable[[dict[str, Any], "Model"], "dict[str, Any] | None"]
+"""`on_payload(payload, model)`: called with the request body about to be sent and the model;
+return a dict to send that instead, or None to send `payload` (changed in place or not)."""
+ToolChoice = Literal["auto", "none", "required"] | dict[str, str]
+"""`"auto"` (the model decides), `"none"` (no tool call), `"required"` (at least one call,
+any tool) or `{"tool": name}` (exactly that tool)."""
+
+CONTROLS = (
+    "tool_choice",
+    "parallel_tool_calls",
+    "stop",
+    "top_p",
+    "top_k",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "output_schema",
+)
+"""The portable request controls: each API maps them to its own field, or raises at
+`stream()` naming the control and the API (`WireAPI.controls`)."""
 
 THINKING_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 """Default thinking-token budget per effort, for vendors that take a budget."""
@@ -74,9 +103,31 @@ class StreamOptions:
     session_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     on_payload: PayloadHook | None = None
-    """Called with the outgoing payload; return a dict to send that instead."""
+    """`on_payload(payload, model)`, called with the request body about to be sent; return a
+    dict to send that instead, or None to send `payload` as it is (changed in place or not).
+    A hook that cannot take those two arguments raises at `stream()`."""
     extra: dict[str, Any] = field(default_factory=dict)
-    """Provider-specific knobs (e.g. `tool_choice`), documented by each provider."""
+    """Vendor-only knobs, each provider's own (`WireAPI.extra` lists them); an unknown key
+    raises at `stream()`."""
+
+    # --- portable request controls (README: "Request controls") ---------------------------
+    tool_choice: ToolChoice | None = None
+    """`"auto"`, `"none"`, `"required"` or `{"tool": name}`; None: the vendor's default
+    (auto when tools are given)."""
+    parallel_tool_calls: bool | None = None
+    """False: at most one tool call per turn (where the API can say so). True is every
+    API's default behaviour; None sends nothing."""
+    stop: list[str] | None = None
+    """Stop sequences: generation ends before any of them."""
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    output_schema: dict[str, Any] | type[BaseModel] | None = None
+    """Ask for a JSON answer matching this JSON Schema (a dict) or pydantic model class. The
+    final message's `output` holds the parsed value (an instance of the class, when one was
+    given) and `output_mode` says how it was asked for."""
 
     def __repr__(self) -> str:
         shown = []
@@ -220,10 +271,94 @@ def _one_of(*allowed: Any) -> Any:
     return check
 
 
-def _callable(value: Any) -> tuple[type[Exception], str] | None:
-    if value is None or callable(value):
+def _payload_hook(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None:
         return None
-    return TypeError, f"expected a callable or None, got {type(value).__name__}"
+    if not callable(value):
+        return TypeError, f"expected a callable or None, got {type(value).__name__}"
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):
+        return None  # a builtin without a signature: trust it
+    try:
+        signature.bind({}, None)
+    except TypeError:
+        return TypeError, (
+            f"must take two arguments, on_payload(payload, model), but its signature is "
+            f"{_shown(str(signature))}"
+        )
+    return None
+
+
+def _tool_choice(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None or (type(value) is str and value in ("auto", "none", "required")):
+        return None
+    if type(value) is dict:
+        name = value.get("tool")
+        if list(value) == ["tool"] and type(name) is str and name:
+            return None
+    return ValueError, (
+        "expected 'auto', 'none', 'required' or {'tool': name}, got " + _shown(value)
+    )
+
+
+def _optional_bool(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None or type(value) is bool:
+        return None
+    return TypeError, f"expected True, False or None, got {type(value).__name__} {_shown(value)}"
+
+
+def _stop(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None:
+        return None
+    if type(value) is not list:
+        return TypeError, f"expected a list of strings, got {type(value).__name__} {_shown(value)}"
+    for i, item in enumerate(value):
+        if type(item) is not str or not item:
+            return ValueError, f"[{i}]: expected a non-empty string, got {_shown(item)}"
+    return None
+
+
+def _optional_int(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None or type(value) is int:
+        return None
+    return TypeError, f"expected an integer, got {type(value).__name__} {_shown(value)}"
+
+
+def _unit(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None:
+        return None
+    if not _is_number(value):
+        return TypeError, f"expected a number, got {type(value).__name__} {_shown(value)}"
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        return ValueError, f"must be between 0 and 1, got {value!r}"
+    return None
+
+
+def _finite(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None:
+        return None
+    if not _is_number(value):
+        return TypeError, f"expected a number, got {type(value).__name__} {_shown(value)}"
+    if not math.isfinite(value):
+        return ValueError, f"must be finite, got {value!r}"
+    return None
+
+
+def _schema(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None:
+        return None
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return None
+    if type(value) is not dict:
+        return TypeError, (
+            f"expected a JSON Schema dict or a pydantic model class, got {type(value).__name__}"
+        )
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return ValueError, f"not JSON: {exc}"
+    return None
 
 
 _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] = {
@@ -244,7 +379,16 @@ _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] =
     "cache_retention": _one_of("none", "short", "long"),
     "session_id": _optional(str, "a string"),
     "metadata": _dict,
-    "on_payload": _callable,
+    "on_payload": _payload_hook,
     "extra": _dict,
     "base_url": _optional(str, "a string"),
+    "tool_choice": _tool_choice,
+    "parallel_tool_calls": _optional_bool,
+    "stop": _stop,
+    "top_p": _unit,
+    "top_k": _positive_int,
+    "seed": _optional_int,
+    "presence_penalty": _finite,
+    "frequency_penalty": _finite,
+    "output_schema": _schema,
 }

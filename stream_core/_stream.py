@@ -65,6 +65,7 @@ from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
+from ._output import OutputSpec
 from ._sse import Decoder, FramingError
 from ._transport import (
     _DRAIN_LIMIT,
@@ -102,16 +103,24 @@ class AssistantStream:
     """
 
     def __init__(
-        self, wire: WireAPI, model: Model, context: Context, options: StreamOptions
+        self,
+        wire: WireAPI,
+        model: Model,
+        context: Context,
+        options: StreamOptions,
+        output: OutputSpec | None = None,
     ) -> None:
         self._wire = wire
+        self._output = output
         self._model = model
         self._context = context
         self._options = options
         self._queue: deque[AssistantStreamEvent] = deque()
         self.message = AssistantMessage(api=wire.api, provider=model.provider, model=model.id)
         self._pricing = cost_context(model, options)
-        self._asm = Assembler(self.message, model, wire.stop_reasons, self._queue, self._pricing)
+        self._asm = Assembler(
+            self.message, model, wire.stop_reasons, self._queue, self._pricing, output
+        )
         self._state = _START
         self._client: httpx.AsyncClient | None = None
         self._response: httpx.Response | None = None
@@ -461,7 +470,9 @@ class AssistantStream:
         m.response_id = None
         m.response_model = None
         self._queue.clear()
-        self._asm = Assembler(m, self._model, self._wire.stop_reasons, self._queue, self._pricing)
+        self._asm = Assembler(
+            m, self._model, self._wire.stop_reasons, self._queue, self._pricing, self._output
+        )
         self._decoder = self._wire.decoder()
         self._translate = None
         self._whole = _NONE

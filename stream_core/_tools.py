@@ -15,6 +15,8 @@ from ._types import AssistantMessage, Message, TextContent, Tool, ToolCall, Tool
 
 __all__ = [
     "TOOL_ERROR_PREFIX",
+    "check_tool_call",
+    "check_tool_calls",
     "function_tools",
     "FAILED_TRUNCATED_TEXT",
     "MISSING_RESULT_TEXT",
@@ -33,6 +35,13 @@ FAILED_TRUNCATED_TEXT = (
 """Template (`str.format` with `name`) of the error result for an untrusted call."""
 
 MISSING_RESULT_TEXT = "No result was recorded for this call."
+
+INVALID_ARGUMENTS_TEXT = (
+    "Your call to tool `{name}` has arguments that do not match its schema and was NOT "
+    "executed:\n{problems}\nCall it again with arguments that match."
+)
+UNKNOWN_TOOL_TEXT = "There is no tool named `{name}`, so the call was NOT executed. Tools: {tools}."
+_MAX_PROBLEMS = 10
 
 TOOL_ERROR_PREFIX = "Error: the tool failed.\n"
 """Starts the text of an `is_error` result on wire formats with no error flag (OpenAI-style
@@ -57,6 +66,75 @@ def fail_truncated_tool_calls(message: AssistantMessage) -> list[ToolResultMessa
         for call in message.tool_calls()
         if cut_by_limit or call.truncated
     ]
+
+
+def check_tool_call(call: ToolCall, tools: Sequence[Tool]) -> ToolResultMessage | None:
+    """None when `call` may run; else a ready `is_error` result to send back instead.
+
+    A call is refused when it is truncated (cut by the output limit or unparseable: the
+    text of `fail_truncated_tool_calls`), names no tool of `tools`, or has arguments its
+    tool's `parameters` schema rejects (the validator's words, one line per problem, so the
+    model can fix the call). Needs the `validate` extra (jsonschema).
+    """
+    if call.truncated:
+        text = FAILED_TRUNCATED_TEXT.format(name=call.name)
+    else:
+        tool = next((t for t in tools if t.name == call.name), None)
+        if tool is None:
+            names = ", ".join(f"`{t.name}`" for t in tools) or "none"
+            text = UNKNOWN_TOOL_TEXT.format(name=call.name, tools=names)
+        else:
+            problems = schema_problems(call.arguments, tool.parameters)
+            if not problems:
+                return None
+            text = INVALID_ARGUMENTS_TEXT.format(
+                name=call.name, problems="\n".join(f"- {p}" for p in problems)
+            )
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=[TextContent(text=text)],
+        is_error=True,
+    )
+
+
+def check_tool_calls(message: AssistantMessage, tools: Sequence[Tool]) -> list[ToolResultMessage]:
+    """`check_tool_call` for every call of `message`, in call order: the error results of
+    the calls that must not run. With a `length` stop every call is refused (see
+    `fail_truncated_tool_calls`)."""
+    cut_by_limit = message.stop_reason == "length"
+    results = []
+    for call in message.tool_calls():
+        if cut_by_limit and not call.truncated:
+            call = call.model_copy(update={"truncated": True})
+        result = check_tool_call(call, tools)
+        if result is not None:
+            results.append(result)
+    return results
+
+
+def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
+    """What `schema` finds wrong with `value`, one line each (at most ten), in the JSON
+    Schema draft the schema names (2020-12 when it names none)."""
+    try:
+        import jsonschema
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "checking tool arguments needs jsonschema: pip install 'stream-core[validate]'"
+        ) from None
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return [f"the tool's own schema is invalid: {exc.message}"]
+    problems = []
+    errors = sorted(cls(schema).iter_errors(value), key=lambda e: list(map(str, e.path)))
+    for error in errors[:_MAX_PROBLEMS]:
+        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.path)
+        problems.append(f"arguments{where}: {error.message}")
+    if len(errors) > _MAX_PROBLEMS:
+        problems.append(f"... and {len(errors) - _MAX_PROBLEMS} more")
+    return problems
 
 
 @dataclass(frozen=True)

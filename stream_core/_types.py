@@ -203,6 +203,7 @@ ErrorKind = Literal[
     "content_filter",
     "aborted",
     "protocol",
+    "invalid_output",
 ]
 
 
@@ -246,6 +247,18 @@ class AssistantMessage(_Model):
     """Milliseconds from sending the request (retries included) to the first content."""
     duration_ms: float | None = None
     """Milliseconds from sending the request to the end of the message."""
+    # Left out of dumps while unset, so histories written before these fields existed
+    # are written back byte for byte.
+    output: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """With `StreamOptions.output_schema`: the answer parsed from the text (an instance of
+    the model class, when one was given; JSONL keeps it as JSON). None when the message
+    stopped otherwise (`length`: never a partial object) or the answer did not parse
+    (`error` of kind `invalid_output`, the text kept)."""
+    output_mode: Literal["native", "json_object", "tool"] | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
+    """How the structured answer was asked for: the vendor's schema mode, its JSON mode with
+    the schema in the system prompt, or one forced tool (models without either)."""
     timestamp: int = Field(default_factory=_now_ms)
 
     def text(self) -> str:

@@ -25,12 +25,14 @@ from pydantic_core import from_json
 from ._assembler import Assembler, StopRule
 from ._errors import ProtocolError
 from ._models import Model
-from ._options import StreamOptions
+from ._options import CONTROLS, StreamOptions
+from ._output import OutputMode, OutputSpec, make_output_spec
 from ._sse import Decoder, SSEBytesDecoder
 from ._types import (
     KEEP_UNKNOWN_BLOCKS,
     AssistantMessage,
     Context,
+    Tool,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -39,7 +41,7 @@ from ._types import (
 if TYPE_CHECKING:
     from ._stream import AssistantStream
 
-__all__ = ["Translator", "WireAPI", "WireRequest", "bind_stream", "parse_json"]
+__all__ = ["Translator", "WireAPI", "WireRequest", "bind_stream", "output_spec", "parse_json"]
 
 
 @dataclass
@@ -104,6 +106,18 @@ class WireAPI:
     """When no API key is configured: awaited once at connect for an OAuth token (e.g.
     Vertex AI's Application Default Credentials), sent as `authorization: Bearer` and
     redacted like a key. Blocking I/O belongs in a worker thread (`anyio.to_thread`)."""
+    controls: Mapping[str, str] = field(default_factory=dict)
+    """The portable request controls it maps (`CONTROLS`: `tool_choice`, `stop`, `top_p`,
+    `output_schema`, ...) -> the vendor field each becomes, for the README's table. A
+    control set on a call and missing here raises at `stream()`, naming the API; a value the
+    API cannot express (`tool_choice="required"` on Ollama) is the builder's `ValueError`."""
+    extra: Mapping[str, str] = field(default_factory=dict)
+    """The `StreamOptions.extra` keys it reads -> what each does; any other key raises at
+    `stream()`, so a typo never silently does nothing."""
+    output_mode: Callable[[Model], OutputMode] = lambda model: "tool"
+    """How a model of this API is asked for a structured answer: its native JSON Schema
+    mode, a JSON mode with the schema in the prompt, or (the default) one forced tool, which
+    the pipeline adds itself. `Model.structured_output` overrides it per model."""
 
     def open(
         self,
@@ -112,11 +126,17 @@ class WireAPI:
         options: StreamOptions | None = None,
     ) -> AssistantStream:
         context = _check_call(self, model, context, options)
+        options = options or StreamOptions()
+        output = output_spec(self, model, options)
+        if output is not None and output.mode == "tool":
+            context, options = _force_output_tool(self, output, context, options)
         assert _stream_class is not None  # bound when `stream_core` is imported
-        return _stream_class(self, model, context, options or StreamOptions())
+        return _stream_class(self, model, context, options, output)
 
 
-_StreamClass = Callable[[WireAPI, Model, Context, StreamOptions], "AssistantStream"]
+_StreamClass = Callable[
+    [WireAPI, Model, Context, StreamOptions, OutputSpec | None], "AssistantStream"
+]
 # Set once by `_stream` at import (the package always imports it): the class lives
 # above this module in the import graph, so it is handed down rather than imported.
 _stream_class: _StreamClass | None = None
@@ -146,6 +166,7 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
         if not isinstance(options, StreamOptions):
             raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
         options.validate()  # again: a field may have been changed since construction
+        _check_controls(wire, options)
     if isinstance(context, Context):
         for i, m in enumerate(context.messages):
             if not isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage)):
@@ -166,12 +187,96 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
         raise ValueError(f"{where}: {first['msg']}") from None
     for i, tool in enumerate(checked.tools or ()):
         _check_json(tool.parameters, f"context.tools[{i}].parameters")
+    if options is not None and options.tool_choice is not None:
+        _check_tool_choice(options, checked)
     for i, m in enumerate(checked.messages):
         if isinstance(m, AssistantMessage):
             for j, block in enumerate(m.content):
                 if isinstance(block, ToolCall):
                     _check_json(block.arguments, f"context.messages[{i}].content[{j}].arguments")
     return checked
+
+
+def _check_controls(wire: WireAPI, options: StreamOptions) -> None:
+    for name in CONTROLS:
+        value = getattr(options, name)
+        # parallel_tool_calls=True asks for what every API does anyway.
+        if value is None or name in wire.controls or (name == "parallel_tool_calls" and value):
+            continue
+        takes = ", ".join(c for c in CONTROLS if c in wire.controls) or "none of them"
+        raise ValueError(
+            f"StreamOptions.{name}: {wire.api} has no such control (of the portable "
+            f"controls it takes: {takes}); vendor-only knobs go in `extra` or `on_payload`"
+        )
+    for key in options.extra:
+        if key not in wire.extra:
+            hint = (
+                f"; it is StreamOptions.{key}"
+                if key in CONTROLS
+                else f" (it reads: {', '.join(sorted(wire.extra))})"
+                if wire.extra
+                else " (it reads none)"
+            )
+            raise ValueError(f"StreamOptions.extra: unknown key {key!r} for {wire.api}{hint}")
+
+
+def _check_tool_choice(options: StreamOptions, context: Context) -> None:
+    choice = options.tool_choice
+    names = [t.name for t in context.tools or ()]
+    if isinstance(choice, dict):
+        if choice["tool"] not in names:
+            raise ValueError(
+                f"StreamOptions.tool_choice: no tool named {choice['tool']!r} in "
+                f"context.tools ({', '.join(map(repr, names)) or 'none'})"
+            )
+    elif choice == "required" and not names and options.output_schema is None:
+        raise ValueError("StreamOptions.tool_choice: 'required' but context.tools is empty")
+
+
+def output_spec(wire: WireAPI, model: Model, options: StreamOptions) -> OutputSpec | None:
+    """The call's structured-output request, or None. Pure: the pipeline and the provider's
+    request builder both call it and get the same answer. In tool mode the pipeline has
+    already turned the request into a forced tool call, so a builder sees None."""
+    schema = options.output_schema
+    if schema is None:
+        return None
+    mode = wire.output_mode(model)
+    if model.structured_output == "tool":
+        mode = "tool"
+    elif model.structured_output == "native" and mode == "tool":
+        mode = "native"
+    return make_output_spec(schema, mode)
+
+
+def _force_output_tool(
+    wire: WireAPI, output: OutputSpec, context: Context, options: StreamOptions
+) -> tuple[Context, StreamOptions]:
+    """Tool mode: one more tool, whose arguments are the answer, and a tool choice that makes
+    the model call a tool. With tools of the caller's own the model may call those first
+    (`required`); without, it must call this one."""
+    if "tool_choice" not in wire.controls:
+        raise ValueError(
+            f"StreamOptions.output_schema: {wire.api} cannot force a tool and this model has "
+            "no native structured output (set Model.structured_output='native' if it has)"
+        )
+    tools = list(context.tools or ())
+    if any(t.name == output.name for t in tools):
+        raise ValueError(
+            f"StreamOptions.output_schema: its name {output.name!r} is also a tool's name "
+            "(give the schema another `title`)"
+        )
+    choice = options.tool_choice
+    if isinstance(choice, dict):
+        raise ValueError(
+            "StreamOptions.tool_choice: a named tool cannot be forced together with an "
+            f"output_schema on a model without native structured output ({wire.api})"
+        )
+    if choice == "none":
+        tools = []
+    forced: Any = "required" if tools else {"tool": output.name}
+    tool: Tool = output.tool()
+    context = context.model_copy(update={"tools": [*tools, tool]})
+    return context, dataclasses.replace(options, output_schema=None, tool_choice=forced)
 
 
 def _check_json(value: Any, where: str) -> None:

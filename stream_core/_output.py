@@ -1,0 +1,143 @@
+"""Structured output: what a call asked for, and reading the answer.
+
+`StreamOptions.output_schema` (a JSON Schema dict or a pydantic model class) becomes one
+`OutputSpec` per call. Each API asks for it its own native way (`WireAPI.output_mode` says
+whether a model has one); where a model has none, the pipeline adds one forced tool whose
+arguments are the answer, and the assembler streams that call's arguments as the message's
+text, so the history holds a plain JSON answer that continues on any vendor. Either way the
+final message's text is the JSON, read once at the end into `AssistantMessage.output`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
+
+from ._types import Tool
+
+__all__ = ["OUTPUT_TOOL_NAME", "OutputMode", "OutputSpec", "make_output_spec", "read_output"]
+
+OutputMode = Literal["native", "json_object", "tool"]
+"""How a structured answer was asked for: the vendor's JSON Schema mode (`native`), its
+plain JSON mode with the schema in the system prompt (`json_object`), or a forced tool."""
+
+OUTPUT_TOOL_NAME = "final_answer"
+"""The forced tool's default name (a schema's own title is used when it has a usable one)."""
+
+_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
+_WRAP_KEY = "answer"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """A call's structured-output request, as every provider reads it."""
+
+    schema: dict[str, Any]
+    """The JSON Schema of the answer (the class's own, when a class was given)."""
+    name: str
+    """A vendor-safe name for it (`[a-zA-Z0-9_-]`, at most 64 characters)."""
+    description: str | None
+    model_class: type[BaseModel] | None
+    mode: OutputMode
+    strict: bool
+    """The schema meets OpenAI's strict-mode rules (every object closed, every property
+    required), so strict decoding can be asked for."""
+    wrapped: bool = False
+    """Tool mode with a root that is not an object: the tool's arguments are
+    `{"answer": <value>}` and the value is unwrapped when read."""
+
+    def tool(self) -> Tool:
+        """The forced tool of the fallback (tool mode)."""
+        parameters = self.schema
+        if self.wrapped:
+            parameters = {
+                "type": "object",
+                "properties": {_WRAP_KEY: self.schema},
+                "required": [_WRAP_KEY],
+                "additionalProperties": False,
+            }
+        return Tool(
+            name=self.name,
+            description=self.description or "Give the final answer in this shape.",
+            parameters=parameters,
+        )
+
+    def instruction(self) -> str:
+        """The system-prompt line for APIs whose JSON mode takes no schema."""
+        import json
+
+        return (
+            "Answer with one JSON value only, no other text, matching this JSON Schema: "
+            + json.dumps(self.schema, separators=(",", ":"))
+        )
+
+
+def make_output_spec(schema: dict[str, Any] | type[BaseModel], mode: OutputMode) -> OutputSpec:
+    model_class: type[BaseModel] | None = None
+    if isinstance(schema, dict):
+        body = schema
+        title = schema.get("title")
+        description = schema.get("description")
+    else:
+        model_class = schema
+        body = schema.model_json_schema()
+        title = schema.__name__
+        description = (schema.__doc__ or "").strip() or None
+    name = _NAME.sub("_", title)[:64].strip("_") if isinstance(title, str) else ""
+    return OutputSpec(
+        schema=body,
+        name=name or OUTPUT_TOOL_NAME,
+        description=description if isinstance(description, str) else None,
+        model_class=model_class,
+        mode=mode,
+        strict=is_strict_schema(body),
+        wrapped=mode == "tool" and body.get("type") != "object",
+    )
+
+
+def is_strict_schema(schema: Any) -> bool:
+    """True when every object in `schema` lists all its properties as required and closes
+    itself with `additionalProperties: false` (OpenAI's strict mode refuses anything else)."""
+    if isinstance(schema, list):
+        return all(is_strict_schema(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        properties = schema.get("properties") or {}
+        if schema.get("additionalProperties") is not False:
+            return False
+        if not isinstance(properties, dict) or set(schema.get("required") or ()) != set(
+            properties
+        ):
+            return False
+    return all(
+        is_strict_schema(v) for k, v in schema.items() if k not in ("required", "enum", "const")
+    )
+
+
+def read_output(text: str, spec: OutputSpec) -> tuple[Any, str | None]:
+    """(the answer, None), or (None, why it is not one). Never raises."""
+    if not text.strip():
+        return None, "the model gave no JSON answer (empty text)"
+    try:
+        value = from_json(text, allow_inf_nan=False)
+    except ValueError as exc:
+        return None, f"the answer is not valid JSON ({exc})"
+    except RecursionError:
+        return None, "the answer is nested too deeply to read"
+    if spec.wrapped:
+        if not isinstance(value, dict) or _WRAP_KEY not in value:
+            return None, f"the forced tool's arguments have no {_WRAP_KEY!r}"
+        value = value[_WRAP_KEY]
+    if spec.model_class is not None:
+        try:
+            return spec.model_class.model_validate(value), None
+        except ValidationError as exc:
+            return None, f"the answer does not match {spec.model_class.__name__}: " + "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()
+            )
+    return value, None
