@@ -33,7 +33,8 @@ from ._events import (
 )
 from ._jsonl import HistoryFormatError, Record, dump_messages, load_messages, messages_only
 from ._models import Model, ModelPrices, get_model, list_models, register_model
-from ._options import THINKING_BUDGETS, ReasoningEffort, StreamOptions
+from ._options import THINKING_BUDGETS, PayloadHook, ReasoningEffort, StreamOptions, ToolChoice
+from ._output import OutputMode
 from ._registry import (
     ProviderEntry,
     StreamFunction,
@@ -54,6 +55,8 @@ from ._tools import (
     RepairedHistory,
     ToolPairAudit,
     audit_tool_pairs,
+    check_tool_call,
+    check_tool_calls,
     fail_truncated_tool_calls,
     repair_tool_pairs,
 )
@@ -102,6 +105,8 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "ModelPrices",
+    "OutputMode",
+    "PayloadHook",
     "ProviderEntry",
     "ReasoningEffort",
     "Record",
@@ -124,6 +129,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
+    "ToolChoice",
     "ToolPairAudit",
     "ToolResultMessage",
     "UnknownContent",
@@ -132,6 +138,8 @@ __all__ = [
     "__version__",
     "api_key_env",
     "audit_tool_pairs",
+    "check_tool_call",
+    "check_tool_calls",
     "complete",
     "complete_sync",
     "dump_messages",

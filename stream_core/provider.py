@@ -23,6 +23,8 @@ shows a plugin needs nothing private. The pieces, by job:
   `sanitize_surrogates`, `function_tools`, `IMAGE_OMITTED_TEXT`, `TOOL_ERROR_PREFIX`;
 - tool arguments: `parse_arguments`, `parse_partial_json`, `ArgumentsError`;
 - cost: `CostContext`, `compute_cost`, `long_cache_honored`;
+- request controls and structured output: `CONTROLS` (declare the ones an API maps in
+  `WireAPI.controls`), `output_spec` and `OutputSpec` (the call's schema, name and mode);
 - registration: `register_provider`, `unregister_providers`, `get_provider`.
 """
 
@@ -46,12 +48,15 @@ from ._handoff import (
     sanitize_surrogates,
 )
 from ._json import ArgumentsError, parse_arguments, parse_partial_json
+from ._options import CONTROLS
+from ._output import OutputSpec
 from ._registry import get_provider, register_provider, unregister_providers
 from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
 from ._tools import TOOL_ERROR_PREFIX, function_tools
-from ._wire import Translator, WireAPI, WireRequest, parse_json
+from ._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
 
 __all__ = [
+    "CONTROLS",
     "IMAGE_OMITTED_TEXT",
     "OVERFLOW_PATTERNS",
     "TOOL_ERROR_PREFIX",
@@ -63,6 +68,7 @@ __all__ = [
     "EventStreamFrame",
     "Frame",
     "NDJSONBytesDecoder",
+    "OutputSpec",
     "ProtocolError",
     "SSEBytesDecoder",
     "StopRule",
@@ -80,6 +86,7 @@ __all__ = [
     "is_same_model",
     "long_cache_honored",
     "optional_field",
+    "output_spec",
     "parse_arguments",
     "parse_json",
     "parse_partial_json",
