@@ -74,7 +74,11 @@ import stream_core.providers, stream_core.contract_tests
 print(found, stream_core.providers.__file__, stream_core.contract_tests.__file__)
 """
     out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT / "tests", capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe],
+        cwd=ROOT / "tests",
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     found, providers_file, contract_file = out.split()[:-2], *out.split()[-2:]
     assert eval(" ".join(found)) == {
@@ -100,6 +104,10 @@ importlib.reload(stream_core)
 print(len(sys.meta_path) - before)
 """
     out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT / "tests", capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe],
+        cwd=ROOT / "tests",
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert out.strip() == "0"

@@ -478,3 +478,89 @@ def test_a_conversation_from_any_api_is_a_valid_request_for_any_other(
     if rules.id_pattern is not None:
         assert unpaired and any(r == (ids[2], True) for t in unpaired for r in t.results)
     assert "stale" not in everything, "an orphan result was sent"
+
+
+# --- the structured-output column ---------------------------------------------------------
+# A structured answer, as each API's provider made it from a recording (its native mode and,
+# where the API can force a tool, the forced-tool fallback), continued on every API with a
+# schema still set: the answer travels as plain text, with no call waiting for a result.
+
+
+def _structured_sources() -> list[tuple[str, str]]:
+    from stream_core.contract_tests.kit import load_fixtures
+
+    return [
+        (api, f.name)
+        for api in SOURCES
+        for f in load_fixtures(api)
+        if f.call.get("output_schema") is not None and f.expect.get("output") is not None
+    ]
+
+
+STRUCTURED = _structured_sources()
+STRUCTURED_PAIRS = [(s, t) for s in STRUCTURED for t in TARGETS]
+
+
+def test_every_api_has_a_structured_answer_recording() -> None:
+    assert {api for api, _ in STRUCTURED} == set(SOURCES)
+
+
+def _structured_message(api: str, name: str) -> AssistantMessage:
+    from stream_core.contract_tests.kit import load_fixtures, replay, whole
+
+    fixture = next(f for f in load_fixtures(api) if f.name == name)
+    message = replay(fixture, whole(fixture.body)).message
+    assert message.output == fixture.expect["output"], message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("source", "target"), STRUCTURED_PAIRS, ids=[f"{s[1]}->{t}" for s, t in STRUCTURED_PAIRS]
+)
+def test_a_structured_answer_from_any_api_continues_on_any_other(
+    source: tuple[str, str], target: str
+) -> None:
+    answer = _structured_message(*source)
+    messages: list[Message] = [
+        UserMessage(content="Weather in Paris as JSON?"),
+        answer,
+        UserMessage(content="And in Berlin?"),
+    ]
+    model = _target_model(target, vision=True).model_copy(update={"structured_output": "native"})
+    seen: list[httpx.Request] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        error = {"error": {"type": "invalid_request_error", "message": "x"}}
+        return httpx.Response(400, json=error)
+
+    async def main() -> None:
+        with respx.mock(assert_all_mocked=True) as mock:
+            mock.route(host="matrix.test").mock(side_effect=reply)
+            opts = StreamOptions(
+                api_key="matrix-key-0123456789", max_retries=0, output_schema=answer_schema()
+            )
+            await stream_core.stream(model, Context(messages=messages), opts).result()
+
+    anyio.run(main)
+    assert len(seen) == 1
+    payload = json.loads(seen[0].content)
+    turns = TARGETS[target].read(payload)
+    if not TARGETS[target].alternates and not TARGETS[target].tools:
+        # One prompt (Ollama's /api/generate): the answer is in it, as text.
+        assert json.dumps(answer.output["city"]) in turns[0].texts[0]
+        return
+    assert [t.role for t in turns] == ["user", "assistant", "user"]
+    assert not any(t.calls or t.results for t in turns), "a structured answer left a call"
+    said = json.loads("".join(turns[1].texts))
+    value = said.get("answer", said) if isinstance(said, dict) else said
+    assert value == answer.output
+
+
+def answer_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
+        "required": ["city", "temp_c"],
+        "additionalProperties": False,
+    }

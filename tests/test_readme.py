@@ -10,6 +10,7 @@ import pytest
 import respx
 from stream_core.contract_tests.kit import sse_response
 
+import stream_core
 from stream_core._cli import demo_body
 from stream_core.provider import WireAPI
 
@@ -125,3 +126,38 @@ def test_sync_quick_start_runs(
     out = capsys.readouterr().out
     assert "Captain" in out and "stop" in out and "req_readme" in out
     assert "claude-sonnet-4-5" in out  # the served model, as the vendor reported it
+
+
+def controls_table() -> str:
+    """The README's control x API table, made from each provider's `WireAPI.controls`."""
+    from stream_core.provider import CONTROLS
+
+    entries = stream_core.list_providers()
+    wires = sorted(
+        (e.wire for e in entries if e.wire is not None and e.source == "builtin"),
+        key=lambda w: w.api,
+    )
+    lines = ["| control | " + " | ".join(f"`{w.api}`" for w in wires) + " |"]
+    lines.append("|---" * (len(wires) + 1) + "|")
+    for name in CONTROLS:
+        cells = [w.controls.get(name, "error: not supported") for w in wires]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def test_the_controls_table_is_the_providers_own() -> None:
+    text = README.read_text()
+    start = "generated from each WireAPI.controls; tests/test_readme.py checks it -->"
+    block = text.split(start)[1].split("<!-- end controls table -->")[0].strip()
+    assert block == controls_table(), "README table out of date; expected:\n" + controls_table()
+
+
+def test_the_layout_names_every_module_of_the_package() -> None:
+    section = README.read_text().split("## Layout")[1].split("\n## ")[0]
+    package = README.parent / "stream_core"
+    names = [p.name for p in package.glob("*.py") if p.name not in ("__init__.py", "provider.py")]
+    names += [f"{p.name}/" for p in package.iterdir() if p.is_dir() and p.name.startswith("_")]
+    names = [n for n in names if n != "__pycache__/"]
+    missing = [n for n in names if f"`{n}" not in section]
+    assert not missing, f"README Layout lacks {missing}"
+    assert "`stream_core.provider`" in section and "`stream_core.testing`" in section
