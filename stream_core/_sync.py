@@ -23,7 +23,7 @@ import contextvars
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -127,8 +127,20 @@ class SyncStream:
         """The live message (final once `message_end` was returned)."""
         return self._stream.message
 
-    def __iter__(self) -> SyncStream:
-        return self
+    def __iter__(self) -> Iterator[AssistantStreamEvent]:
+        # A generator of our own, so leaving a `for` loop early (break, return, an
+        # exception) closes it at once and, through it, the stream: a plain iterator never
+        # hears that its loop ended, and `result()` would then read the rest.
+        try:
+            while True:
+                try:
+                    event = self.__next__()
+                except StopIteration:
+                    return
+                yield event
+        finally:
+            if not self._done:
+                self.close()
 
     def __next__(self) -> AssistantStreamEvent:
         batch = self._batch
