@@ -14,7 +14,14 @@ carrying `finishReason` (or a `promptFeedback.blockReason` with no candidates).
 Vertex AI is provider `google-vertex`: the URL comes from the project and location (model
 `compat` or `GOOGLE_CLOUD_PROJECT`/`GOOGLE_CLOUD_LOCATION`), the key is an express-mode API
 key (`GOOGLE_CLOUD_API_KEY`) or else an OAuth token from Application Default Credentials
-(the optional extra `stream-core[vertex]`, google-auth). Same translator.
+(the optional extra `stream-core[vertex]`, google-auth). Same translator and request.
+
+Portable controls (`_CONTROLS`): `tool_choice` becomes `toolConfig.functionCallingConfig`
+(sent only with tools), the sampling controls become `generationConfig` fields, and
+`output_schema` is native (`responseMimeType` + `responseJsonSchema`). Gemini has no knob
+for `parallel_tool_calls`, so `False` raises. `StreamOptions.extra` (`_EXTRA`):
+`cached_content`, the name of an explicit cache (`cachedContents/...`) sent as
+`cachedContent`.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from stream_core.provider import (
     as_object,
     error_from_vendor,
     optional_field,
+    output_spec,
     parse_json,
     prepare_messages,
 )
@@ -117,7 +125,30 @@ _PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
 # get them in a user turn after the responses.
 _NESTED_RESPONSE_IMAGES = ("gemini-3",)
 
-_TOOL_CHOICE = {"auto": "AUTO", "none": "NONE", "any": "ANY", "required": "ANY"}
+# Portable control -> the Gemini field it becomes (README "Request controls").
+_CONTROLS = {
+    "tool_choice": "toolConfig.functionCallingConfig.mode (+ allowedFunctionNames)",
+    "stop": "generationConfig.stopSequences",
+    "top_p": "generationConfig.topP",
+    "top_k": "generationConfig.topK",
+    "seed": "generationConfig.seed",
+    "presence_penalty": "generationConfig.presencePenalty",
+    "frequency_penalty": "generationConfig.frequencyPenalty",
+    "output_schema": "generationConfig.responseMimeType + responseJsonSchema",
+}
+# The `StreamOptions.extra` keys read here.
+_EXTRA = {"cached_content": "cachedContent: an explicit cache's name (cachedContents/...)"}
+# Sampling controls -> their `generationConfig` field.
+_GENERATION_FIELDS = {
+    "stop": "stopSequences",
+    "top_p": "topP",
+    "top_k": "topK",
+    "seed": "seed",
+    "presence_penalty": "presencePenalty",
+    "frequency_penalty": "frequencyPenalty",
+}
+# `StreamOptions.tool_choice` -> `functionCallingConfig.mode` ({"tool": n} is ANY + the name).
+_TOOL_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 
 VERTEX = "google-vertex"
 _GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
@@ -144,6 +175,14 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         config["temperature"] = options.temperature
     if options.max_tokens is not None:
         config["maxOutputTokens"] = options.max_tokens
+    for control, name in _GENERATION_FIELDS.items():
+        value = getattr(options, control)
+        if value is not None:
+            config[name] = value
+    spec = output_spec(WIRE, model, options)
+    if spec is not None and spec.mode != "tool":  # tool mode: the pipeline forced a tool
+        config["responseMimeType"] = "application/json"
+        config["responseJsonSchema"] = json_schema(spec.schema)
     if model.reasoning:
         config["thinkingConfig"] = _thinking_config(model, options)
     if config:
@@ -161,10 +200,14 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                 ]
             }
         ]
-        choice = options.extra.get("tool_choice")
+        choice = options.tool_choice
         if choice is not None:
-            mode = _TOOL_CHOICE.get(choice, "AUTO") if isinstance(choice, str) else None
-            payload["toolConfig"] = {"functionCallingConfig": {"mode": mode} if mode else choice}
+            calling: dict[str, Any]
+            if isinstance(choice, dict):
+                calling = {"mode": "ANY", "allowedFunctionNames": [choice["tool"]]}
+            else:
+                calling = {"mode": _TOOL_MODES[choice]}
+            payload["toolConfig"] = {"functionCallingConfig": calling}
     cached = options.extra.get("cached_content")
     if isinstance(cached, str):
         payload["cachedContent"] = cached  # explicit cache (implicit caching needs nothing)
@@ -425,6 +468,82 @@ def clean_schema(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0
             out["required"] = kept
         else:
             del out["required"]
+    return out
+
+
+# The JSON-Schema keywords `responseJsonSchema` documents (others are not honoured).
+_JSON_SCHEMA_KEYS = frozenset(
+    {
+        "$id",
+        "$defs",
+        "$ref",
+        "$anchor",
+        "type",
+        "format",
+        "title",
+        "description",
+        "enum",
+        "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "anyOf",
+        "oneOf",
+        "properties",
+        "additionalProperties",
+        "required",
+        "propertyOrdering",
+    }
+)
+_SUBSCHEMA_MAPS = frozenset({"properties", "$defs"})
+_SUBSCHEMA_LISTS = frozenset({"anyOf", "oneOf", "prefixItems"})
+
+
+def json_schema(schema: Any) -> Any:
+    """A JSON Schema trimmed to the keywords `generationConfig.responseJsonSchema` takes.
+
+    Unlike `clean_schema` (the OpenAPI-style `Schema` of tool parameters) it stays JSON
+    Schema: `$ref`/`$defs` are kept (Gemini resolves them), and a null type or branch stays
+    a null type or branch (`Schema`'s `nullable` means nothing here). `allOf` branches are
+    merged, `const` becomes a one-value enum, `definitions` becomes `$defs`, an enum of
+    anything but strings and numbers is dropped, and a `$ref` keeps only its `$` siblings
+    (the documented rule)."""
+    if not isinstance(schema, dict):
+        return schema
+    node = dict(schema)
+    branches = node.pop("allOf", None)
+    if isinstance(branches, list):
+        for branch in branches:
+            if isinstance(branch, dict):
+                node = {**branch, **node}
+    if "const" in node and "enum" not in node:
+        node["enum"] = [node["const"]]
+    legacy = node.pop("definitions", None)
+    if isinstance(legacy, dict):
+        node["$defs"] = {**legacy, **(node.get("$defs") or {})}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key not in _JSON_SCHEMA_KEYS:
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: json_schema(v) for name, v in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [json_schema(v) for v in value]
+        elif key in ("items", "additionalProperties"):
+            out[key] = json_schema(value)
+        elif key == "$ref" and isinstance(value, str):
+            out[key] = value.replace("#/definitions/", "#/$defs/", 1)
+        else:
+            out[key] = value
+    if "$ref" in out:
+        return {k: v for k, v in out.items() if k.startswith("$")}
+    enum = out.get("enum")
+    if enum is not None and not (
+        isinstance(enum, list) and all(type(e) in (str, int, float) for e in enum)
+    ):
+        del out["enum"]
     return out
 
 
@@ -830,4 +949,7 @@ WIRE = WireAPI(
     bearer_token=_vertex_token,
     compat=Compat,
     providers={"google": _GEMINI_BASE_URL},
+    controls=_CONTROLS,
+    extra=_EXTRA,
+    output_mode=lambda model: "native",
 )

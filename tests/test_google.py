@@ -462,7 +462,7 @@ def test_gemini_3_takes_a_thinking_level_nested_images_and_placeholder_signature
 def test_tool_choice_and_temperature() -> None:
     model = _model(reasoning=False)
     ctx = _history(model)
-    request, _ = _send(model, ctx, temperature=0.2, extra={"tool_choice": "required"})
+    request, _ = _send(model, ctx, temperature=0.2, tool_choice="required")
     body = json.loads(request.content)
     assert body["generationConfig"] == {"temperature": 0.2}
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}
