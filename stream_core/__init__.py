@@ -53,10 +53,13 @@ from ._tokens import (
 )
 from ._tools import (
     RepairedHistory,
+    ToolHandler,
     ToolPairAudit,
     audit_tool_pairs,
     check_tool_call,
     check_tool_calls,
+    execute_tool_calls,
+    execute_tool_calls_sync,
     fail_truncated_tool_calls,
     repair_tool_pairs,
 )
@@ -130,6 +133,7 @@ __all__ = [
     "ToolCallEnd",
     "ToolCallStart",
     "ToolChoice",
+    "ToolHandler",
     "ToolPairAudit",
     "ToolResultMessage",
     "UnknownContent",
@@ -147,6 +151,8 @@ __all__ = [
     "estimate_message_tokens",
     "estimate_tokens",
     "event_to_json",
+    "execute_tool_calls",
+    "execute_tool_calls_sync",
     "fail_truncated_tool_calls",
     "fits_context",
     "get_model",

@@ -7,14 +7,28 @@ edits; these helpers find the damage and make a sendable copy without touching t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
-from ._types import AssistantMessage, Message, TextContent, Tool, ToolCall, ToolResultMessage
+import anyio
+
+from ._types import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+)
 
 __all__ = [
     "TOOL_ERROR_PREFIX",
+    "ToolHandler",
+    "execute_tool_calls",
+    "execute_tool_calls_sync",
     "check_tool_call",
     "check_tool_calls",
     "function_tools",
@@ -135,6 +149,126 @@ def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
     if len(errors) > _MAX_PROBLEMS:
         problems.append(f"... and {len(errors) - _MAX_PROBLEMS} more")
     return problems
+
+
+ToolOutput: TypeAlias = "str | list[TextContent | ImageContent] | ToolResultMessage"
+ToolHandler: TypeAlias = Callable[[ToolCall], "ToolOutput | Awaitable[ToolOutput]"]
+"""Runs one call: given the `ToolCall` (its `arguments` parsed), returns the result's text,
+its content blocks, or a whole `ToolResultMessage`; sync or async; raising makes an
+`is_error` result with the exception's text."""
+
+TOOL_RAISED_TEXT = "The tool `{name}` failed: {error}"
+NO_HANDLER_TEXT = "There is no handler for tool `{name}`, so the call was NOT executed."
+
+
+async def execute_tool_calls(
+    message: AssistantMessage,
+    handlers: Mapping[str, ToolHandler],
+    *,
+    tools: Sequence[Tool] | None = None,
+    parallel: bool = True,
+) -> list[ToolResultMessage]:
+    """Run the tool calls of `message` and return exactly one result per call, in call
+    order, so the pairing every vendor requires cannot be broken by the loop around it.
+
+    A call is not run, and gets an `is_error` result instead, when it is truncated (or the
+    message stopped at the output limit), when no handler has its name, or, with `tools`
+    given, when its arguments do not match its tool's schema (`check_tool_call`; needs the
+    `validate` extra). A handler that raises gives an `is_error` result with the exception's
+    type and text. Sync handlers run in a worker thread, so a slow one never blocks the
+    event loop; `parallel=False` runs the calls one after another in call order.
+    """
+    calls = message.tool_calls()
+    results: list[ToolResultMessage | None] = [None] * len(calls)
+    cut_by_limit = message.stop_reason == "length"
+
+    async def run(i: int, call: ToolCall) -> None:
+        results[i] = await _run_one(call, handlers, tools, cut_by_limit)
+
+    if parallel and len(calls) > 1:
+        async with anyio.create_task_group() as tg:
+            for i, call in enumerate(calls):
+                tg.start_soon(run, i, call)
+    else:
+        for i, call in enumerate(calls):
+            await run(i, call)
+    return [r for r in results if r is not None]
+
+
+def execute_tool_calls_sync(
+    message: AssistantMessage,
+    handlers: Mapping[str, ToolHandler],
+    *,
+    tools: Sequence[Tool] | None = None,
+    parallel: bool = True,
+) -> list[ToolResultMessage]:
+    """`execute_tool_calls` without an event loop of yours (async handlers run on a loop of
+    their own for the call; sync ones in worker threads)."""
+
+    async def main() -> list[ToolResultMessage]:
+        return await execute_tool_calls(message, handlers, tools=tools, parallel=parallel)
+
+    return anyio.run(main)
+
+
+async def _run_one(
+    call: ToolCall,
+    handlers: Mapping[str, ToolHandler],
+    tools: Sequence[Tool] | None,
+    cut_by_limit: bool,
+) -> ToolResultMessage:
+    if cut_by_limit or call.truncated:
+        return _error_result(call, FAILED_TRUNCATED_TEXT.format(name=call.name))
+    if tools is not None:
+        refused = check_tool_call(call, tools)
+        if refused is not None:
+            return refused
+    handler = handlers.get(call.name)
+    if handler is None:
+        return _error_result(call, NO_HANDLER_TEXT.format(name=call.name))
+    try:
+        if inspect.iscoroutinefunction(handler):
+            output = await handler(call)
+        else:
+            output = await anyio.to_thread.run_sync(handler, call)
+            if inspect.isawaitable(output):
+                output = await output
+    except Exception as exc:
+        return _error_result(call, TOOL_RAISED_TEXT.format(name=call.name, error=_describe(exc)))
+    return _as_result(call, output)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _error_result(call: ToolCall, text: str) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id, tool_name=call.name, content=[TextContent(text=text)], is_error=True
+    )
+
+
+def _as_result(call: ToolCall, output: Any) -> ToolResultMessage:
+    if isinstance(output, ToolResultMessage):
+        result: ToolResultMessage = output
+        if result.tool_call_id != call.id:
+            # Pairing is by id: a result built for another call would orphan this one.
+            result = result.model_copy(update={"tool_call_id": call.id, "tool_name": call.name})
+        return result
+    if isinstance(output, str):
+        content: list[Any] = [TextContent(text=output)]
+    elif isinstance(output, list) and all(
+        isinstance(b, (TextContent, ImageContent)) for b in output
+    ):
+        content = list(output)
+    else:
+        return _error_result(
+            call,
+            f"The tool `{call.name}` returned a {type(output).__name__}, not text, content "
+            "blocks or a ToolResultMessage.",
+        )
+    return ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=content)
 
 
 @dataclass(frozen=True)
