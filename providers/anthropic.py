@@ -4,12 +4,27 @@ Usage arrives as cumulative snapshots: `message_start` has input and cache numbe
 `message_delta` repeats or updates them (proxies may omit or null a field, which then
 keeps its earlier value). Server-side tool blocks (web search, code execution, ...) have
 no contract type: they are skipped, and so are their deltas and stops.
+
+Request controls (`WIRE.controls`): `tool_choice` becomes `tool_choice.type` (`auto`, `any`
+for "required", `tool` with a name, `none`), sent only with tools; `parallel_tool_calls=False`
+adds `disable_parallel_tool_use` to it. Anthropic refuses a forced tool (`any`/`tool`) with
+extended thinking, so that pair raises at `stream()`, as does `top_k` (or a `top_p` below
+0.95) with thinking. `stop` -> `stop_sequences`, `top_p`, `top_k`; no seed, no penalties.
+`output_schema`: `output_config.format` (`json_schema`) on the models that have structured
+outputs (Opus 4.1, the 4.5 generation and later, see `_native_output`), the schema's objects
+closed with `additionalProperties: false` as Anthropic requires; the older beta shape
+(`output_format` and the `structured-outputs-2025-11-13` beta) with
+`Model.compat={"structured_output_beta": True}`; other models get the forced tool.
+
+`StreamOptions.extra`: none (vendor-only fields go through `on_payload`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from stream_core import (
@@ -28,6 +43,7 @@ from stream_core import (
 from stream_core.provider import (
     IMAGE_OMITTED_TEXT,
     Assembler,
+    OutputSpec,
     StopRule,
     StreamFailure,
     Translator,
@@ -38,11 +54,14 @@ from stream_core.provider import (
     id_normalizer,
     long_cache_honored,
     optional_field,
+    output_spec,
     parse_json,
     prepare_messages,
     required_field,
     vendor_error_fields,
 )
+
+from ._closed_schema import closed
 
 API = "anthropic-messages"
 
@@ -68,7 +87,56 @@ _BASE_URL = "https://api.anthropic.com"
 _VERSION = "2023-06-01"
 _BETAS = ("fine-grained-tool-streaming-2025-05-14",)
 _THINKING_BETA = "interleaved-thinking-2025-05-14"
+_STRUCTURED_OUTPUT_BETA = "structured-outputs-2025-11-13"
 _normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
+
+# Portable control -> the Messages API field it becomes (README table).
+_CONTROLS: dict[str, str] = {
+    "tool_choice": "tool_choice: auto / any / tool+name / none",
+    "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+    "stop": "stop_sequences",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "output_schema": "output_config.format json_schema (forced tool on older models)",
+}
+# StreamOptions.tool_choice -> Anthropic's tool_choice object ({"tool": name} is built).
+_TOOL_CHOICES: dict[str, dict[str, Any]] = {
+    "auto": {"type": "auto"},
+    "required": {"type": "any"},
+    "none": {"type": "none"},
+}
+# With extended thinking on, Anthropic takes a top_p only in [0.95, 1].
+_THINKING_MIN_TOP_P = 0.95
+# Claude model ids with a family and a version: claude-sonnet-4-5-20250929, claude-opus-4-6,
+# claude-haiku-4-5@20251001, anthropic.claude-opus-4-1-20250805-v1:0, claude-sonnet-5...
+_CLAUDE_VERSION = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?![0-9])")
+
+
+@dataclass(frozen=True)
+class Compat:
+    """`Model.compat` flags for the Messages API."""
+
+    structured_output_beta: bool = False
+    """Ask for structured output in the beta shape (`output_format` and the
+    `structured-outputs-2025-11-13` beta header), for endpoints without the GA
+    `output_config.format` yet."""
+
+
+def claude_version(model_id: str) -> tuple[str, int, int] | None:
+    """(family, major, minor) of a Claude model id with the family first, else None."""
+    match = _CLAUDE_VERSION.search(model_id)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2)), int(match.group(3) or 0)
+
+
+def _native_output(model: Model) -> bool:
+    """Structured outputs: Claude Opus 4.1 and the 4.5 generation onward."""
+    version = claude_version(model.id)
+    if version is None:
+        return False
+    family, major, minor = version
+    return (major, minor) >= (4, 5) or (family, major, minor) == ("opus", 4, 1)
 
 
 def stream(
@@ -114,22 +182,79 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         betas.append(_THINKING_BETA)
     elif options.temperature is not None:
         payload["temperature"] = options.temperature  # not allowed together with thinking
+    _sampling(payload, options, thinking=budget is not None)
     if context.tools:
         payload["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in context.tools
         ]
+        choice = _tool_choice(options, thinking=budget is not None)
+        if choice is not None:
+            payload["tool_choice"] = choice
     if isinstance(options.metadata.get("user_id"), str):
         payload["metadata"] = {"user_id": options.metadata["user_id"]}
-    tool_choice = options.extra.get("tool_choice")
-    if tool_choice is not None:
-        payload["tool_choice"] = (
-            {"type": tool_choice} if isinstance(tool_choice, str) else tool_choice
-        )
+    spec = output_spec(WIRE, model, options)
+    if spec is not None and spec.mode != "tool":
+        _output_format(payload, betas, model, spec)
     headers = {"anthropic-version": _VERSION, "anthropic-beta": ",".join(betas)}
     return WireRequest(
         url=model.base_url.rstrip("/") + "/v1/messages", payload=payload, headers=headers
     )
+
+
+def _sampling(payload: dict[str, Any], options: StreamOptions, *, thinking: bool) -> None:
+    if options.stop:
+        payload["stop_sequences"] = list(options.stop)
+    if options.top_k is not None:
+        if thinking:
+            raise ValueError(
+                f"StreamOptions.top_k: {API} takes no top_k while extended thinking is on "
+                f"(StreamOptions.reasoning={options.reasoning!r}); drop one of them"
+            )
+        payload["top_k"] = options.top_k
+    if options.top_p is not None:
+        if thinking and options.top_p < _THINKING_MIN_TOP_P:
+            raise ValueError(
+                f"StreamOptions.top_p: {API} takes a top_p of {_THINKING_MIN_TOP_P} to 1 while "
+                f"extended thinking is on (StreamOptions.reasoning={options.reasoning!r}), "
+                f"not {options.top_p}"
+            )
+        payload["top_p"] = options.top_p
+
+
+def _tool_choice(options: StreamOptions, *, thinking: bool) -> dict[str, Any] | None:
+    """Anthropic's `tool_choice` object, or None to send none (the vendor's `auto`)."""
+    choice = options.tool_choice
+    if thinking and (choice == "required" or isinstance(choice, dict)):
+        raise ValueError(
+            f"StreamOptions.tool_choice: {API} cannot force a tool ({choice!r}) while "
+            f"extended thinking is on (StreamOptions.reasoning={options.reasoning!r}); use "
+            "'auto' or turn reasoning off (an output_schema on a model without native "
+            "structured output forces a tool too)"
+        )
+    if isinstance(choice, dict):
+        out: dict[str, Any] = {"type": "tool", "name": choice["tool"]}
+    elif choice is not None:
+        out = dict(_TOOL_CHOICES[choice])
+    elif options.parallel_tool_calls is False:
+        out = {"type": "auto"}
+    else:
+        return None
+    if options.parallel_tool_calls is False and out["type"] != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def _output_format(
+    payload: dict[str, Any], betas: list[str], model: Model, spec: OutputSpec
+) -> None:
+    """The native JSON Schema answer: GA `output_config.format`, or the beta shape."""
+    fmt = {"type": "json_schema", "schema": closed(spec.schema)}
+    if Compat(**model.compat).structured_output_beta:
+        payload["output_format"] = fmt
+        betas.append(_STRUCTURED_OUTPUT_BETA)
+    else:
+        payload["output_config"] = {"format": fmt}
 
 
 def _loop_allows_thinking(messages: list[dict[str, Any]]) -> bool:
@@ -401,4 +526,7 @@ WIRE = WireAPI(
     base_url_env={_BASE_URL: "ANTHROPIC_BASE_URL"},
     providers={"anthropic": _BASE_URL},
     parse_response=_parse_response,
+    compat=Compat,
+    controls=_CONTROLS,
+    output_mode=lambda model: "native" if _native_output(model) else "tool",
 )

@@ -16,8 +16,20 @@ chain (`providers/_aws.py`). Region: `extra["region"]`, `AWS_REGION`, `AWS_DEFAU
 the profile's `region`, the one in a `bedrock-runtime` base URL, else us-east-1. A base URL
 that is not `bedrock-runtime.<region>.amazonaws.com` (a VPC endpoint, a proxy) is used as is.
 
-`StreamOptions.extra`: `region`, `profile` (an AWS profile name), `tool_choice` ("auto",
-"any", a tool name, or a Converse `toolChoice` object).
+`StreamOptions.extra`: `region` (the AWS region), `profile` (an AWS profile name).
+
+Request controls (`WIRE.controls`): `tool_choice` becomes `toolConfig.toolChoice` (`auto`,
+`any` for "required", `tool` with a name). Converse has no "none": the tools are left out
+instead, unless the history holds tool calls or results, which Converse only takes with a
+`toolConfig` (its ValidationException); that case raises at `stream()` rather than letting
+the model call tools. Claude refuses a forced tool and a `top_p` below 0.95 while extended
+thinking is on, so those pairs raise too. `stop` -> `inferenceConfig.stopSequences`, `top_p` ->
+`inferenceConfig.topP`. No `parallel_tool_calls`, seed or penalties; `top_k` exists only in
+each model family's own `additionalModelRequestFields` (its name differs per family), so it is
+left out: send it with `on_payload`. `output_schema`: `outputConfig.textFormat` (type
+`json_schema`, `structure.jsonSchema` with the schema as a JSON string) on the models AWS
+documents with structured outputs in Converse (Claude 4.5 and later, `_native_output`), the
+schema's objects closed with `additionalProperties: false`; other models get the forced tool.
 """
 
 from __future__ import annotations
@@ -60,12 +72,14 @@ from stream_core.provider import (
     error_from_vendor,
     id_normalizer,
     optional_field,
+    output_spec,
     parse_json,
     prepare_messages,
     required_field,
 )
 
 from . import _aws
+from ._closed_schema import closed
 
 API = "bedrock-converse-stream"
 
@@ -127,6 +141,24 @@ _DEFAULT_REGION = "us-east-1"
 _SERVICE = "bedrock"
 _normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
 
+# Portable control -> the Converse field it becomes (README table).
+_CONTROLS: dict[str, str] = {
+    "tool_choice": "toolConfig.toolChoice: auto / any / tool+name (none: tools left out)",
+    "stop": "inferenceConfig.stopSequences",
+    "top_p": "inferenceConfig.topP",
+    "output_schema": "outputConfig.textFormat json_schema (forced tool on other models)",
+}
+# The `StreamOptions.extra` keys read here.
+_EXTRA: dict[str, str] = {
+    "region": "the AWS region (before AWS_REGION, the profile's and the base URL's)",
+    "profile": "the AWS profile whose credentials and region are used",
+}
+_TOOL_CHOICES: dict[str, dict[str, Any]] = {"auto": {"auto": {}}, "required": {"any": {}}}
+# With extended thinking on, Claude takes a top_p only in [0.95, 1].
+_THINKING_MIN_TOP_P = 0.95
+# Claude ids with the family first: anthropic.claude-sonnet-4-5-20250929-v1:0, ...
+_CLAUDE_VERSION = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?![0-9])")
+
 
 @dataclass(frozen=True)
 class Compat:
@@ -134,6 +166,14 @@ class Compat:
 
     cache_points: bool | None = None
     """Send `cachePoint` blocks (None: by the model id, see `_CACHE_MODELS`)."""
+
+
+def _native_output(model: Model) -> bool:
+    """Structured outputs in Converse: Claude Sonnet/Haiku/Opus 4.5 and later (AWS's list)."""
+    if _CLAUDE not in model.id:
+        return False
+    match = _CLAUDE_VERSION.search(model.id)
+    return match is not None and (int(match.group(1)), int(match.group(2) or 0)) >= (4, 5)
 
 
 def stream(
@@ -221,10 +261,20 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             fields["anthropic_beta"] = [_INTERLEAVED_THINKING_BETA]
     elif options.temperature is not None:
         inference["temperature"] = options.temperature
+    if options.stop:
+        inference["stopSequences"] = list(options.stop)
+    if options.top_p is not None:
+        if budget is not None and options.top_p < _THINKING_MIN_TOP_P:
+            raise ValueError(
+                f"StreamOptions.top_p: {API} (Claude) takes a top_p of {_THINKING_MIN_TOP_P} "
+                f"to 1 while extended thinking is on (StreamOptions.reasoning="
+                f"{options.reasoning!r}), not {options.top_p}"
+            )
+        inference["topP"] = options.top_p
     payload["inferenceConfig"] = inference
     if fields:
         payload["additionalModelRequestFields"] = fields
-    if context.tools:
+    if context.tools and _sends_tools(payload["messages"], options):
         config: dict[str, Any] = {
             "tools": [
                 {
@@ -237,22 +287,53 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                 for t in context.tools
             ]
         }
-        choice = _tool_choice(options.extra.get("tool_choice"))
+        choice = _tool_choice(options, thinking=budget is not None)
         if choice is not None:
             config["toolChoice"] = choice
         payload["toolConfig"] = config
+    spec = output_spec(WIRE, model, options)
+    if spec is not None and spec.mode != "tool":
+        definition: dict[str, Any] = {
+            "schema": json.dumps(closed(spec.schema), ensure_ascii=False),
+            "name": spec.name,
+        }
+        if spec.description is not None:
+            definition["description"] = spec.description
+        payload["outputConfig"] = {
+            "textFormat": {"type": "json_schema", "structure": {"jsonSchema": definition}}
+        }
     headers = {"accept": "application/vnd.amazon.eventstream, application/json"}
     return WireRequest(url=endpoint(model, options), payload=payload, headers=headers)
 
 
-def _tool_choice(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, dict):
-        return value
-    if value in ("auto", "any"):
-        return {value: {}}
-    if isinstance(value, str) and value not in ("", "none"):
-        return {"tool": {"name": value}}
-    return None  # Converse has no "none": the model chooses
+def _sends_tools(messages: list[dict[str, Any]], options: StreamOptions) -> bool:
+    """False for `tool_choice="none"`: Converse has no such choice, so the tools stay home.
+    A history with tool calls or results needs a `toolConfig`, so there it raises."""
+    if options.tool_choice != "none":
+        return True
+    if any("toolUse" in b or "toolResult" in b for m in messages for b in m["content"]):
+        raise ValueError(
+            f"StreamOptions.tool_choice: {API} has no 'none', and the tools cannot be left "
+            "out of a request whose history holds tool calls or results (Converse then "
+            "requires toolConfig); use 'auto'"
+        )
+    return False
+
+
+def _tool_choice(options: StreamOptions, *, thinking: bool) -> dict[str, Any] | None:
+    choice = options.tool_choice
+    if thinking and (choice == "required" or isinstance(choice, dict)):
+        raise ValueError(
+            f"StreamOptions.tool_choice: {API} (Claude) cannot force a tool ({choice!r}) "
+            f"while extended thinking is on (StreamOptions.reasoning={options.reasoning!r}); "
+            "use 'auto' or turn reasoning off (an output_schema on a model without native "
+            "structured output forces a tool too)"
+        )
+    if isinstance(choice, dict):
+        return {"tool": {"name": choice["tool"]}}
+    if choice is None:
+        return None
+    return dict(_TOOL_CHOICES[choice])
 
 
 def _cache_point(model: Model, options: StreamOptions) -> dict[str, Any] | None:
@@ -543,5 +624,8 @@ WIRE = WireAPI(
     sign=_sign,
     parse_response=_parse_response,
     compat=Compat,
+    controls=_CONTROLS,
+    extra=_EXTRA,
+    output_mode=lambda model: "native" if _native_output(model) else "tool",
     providers={"amazon-bedrock": f"https://bedrock-runtime.{_DEFAULT_REGION}.amazonaws.com"},
 )

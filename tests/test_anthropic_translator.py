@@ -119,13 +119,11 @@ def test_request_knobs_reach_the_payload() -> None:
         _end("end_turn"),
         on_payload=hook,
         metadata={"user_id": "u-42"},
-        extra={"tool_choice": "any"},
         reasoning="high",
         max_tokens=4000,
     )
     (payload,) = sent
     assert payload["metadata"] == {"user_id": "u-42"}
-    assert payload["tool_choice"] == {"type": "any"}
     # The high budget (16384) does not fit under 4000: it shrinks, and output keeps room.
     budget = payload["thinking"]["budget_tokens"]
     assert payload["max_tokens"] > budget >= 1024

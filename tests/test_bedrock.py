@@ -316,7 +316,7 @@ def payload_of(**opts: Any) -> dict[str, Any]:
 
 
 def test_payload_converts_a_mixed_history() -> None:
-    payload = payload_of(extra={"tool_choice": "any"})
+    payload = payload_of(tool_choice="required")
     assert "modelId" not in payload and "stream" not in payload
     assert payload["system"] == [{"text": "Be brief."}, {"cachePoint": {"type": "default"}}]
     assert payload["toolConfig"] == {
