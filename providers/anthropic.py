@@ -50,6 +50,7 @@ from stream_core.provider import (
     WireAPI,
     WireRequest,
     as_object,
+    closed_schema,
     error_from_vendor,
     id_normalizer,
     long_cache_honored,
@@ -60,8 +61,6 @@ from stream_core.provider import (
     required_field,
     vendor_error_fields,
 )
-
-from ._closed_schema import closed
 
 API = "anthropic-messages"
 
@@ -249,7 +248,7 @@ def _output_format(
     payload: dict[str, Any], betas: list[str], model: Model, spec: OutputSpec
 ) -> None:
     """The native JSON Schema answer: GA `output_config.format`, or the beta shape."""
-    fmt = {"type": "json_schema", "schema": closed(spec.schema)}
+    fmt = {"type": "json_schema", "schema": closed_schema(spec.schema)}
     if Compat(**model.compat).structured_output_beta:
         payload["output_format"] = fmt
         betas.append(_STRUCTURED_OUTPUT_BETA)

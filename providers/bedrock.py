@@ -69,6 +69,7 @@ from stream_core.provider import (
     WireAPI,
     WireRequest,
     as_object,
+    closed_schema,
     error_from_vendor,
     id_normalizer,
     optional_field,
@@ -79,7 +80,6 @@ from stream_core.provider import (
 )
 
 from . import _aws
-from ._closed_schema import closed
 
 API = "bedrock-converse-stream"
 
@@ -294,7 +294,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     spec = output_spec(WIRE, model, options)
     if spec is not None and spec.mode != "tool":
         definition: dict[str, Any] = {
-            "schema": json.dumps(closed(spec.schema), ensure_ascii=False),
+            "schema": json.dumps(closed_schema(spec.schema), ensure_ascii=False),
             "name": spec.name,
         }
         if spec.description is not None:

@@ -19,7 +19,14 @@ from pydantic_core import from_json
 
 from ._types import Tool
 
-__all__ = ["OUTPUT_TOOL_NAME", "OutputMode", "OutputSpec", "make_output_spec", "read_output"]
+__all__ = [
+    "OUTPUT_TOOL_NAME",
+    "OutputMode",
+    "OutputSpec",
+    "closed_schema",
+    "make_output_spec",
+    "read_output",
+]
 
 OutputMode = Literal["native", "json_object", "tool"]
 """How a structured answer was asked for: the vendor's JSON Schema mode (`native`), its
@@ -110,9 +117,7 @@ def is_strict_schema(schema: Any) -> bool:
         properties = schema.get("properties") or {}
         if schema.get("additionalProperties") is not False:
             return False
-        if not isinstance(properties, dict) or set(schema.get("required") or ()) != set(
-            properties
-        ):
+        if not isinstance(properties, dict) or set(schema.get("required") or ()) != set(properties):
             return False
     return all(
         is_strict_schema(v) for k, v in schema.items() if k not in ("required", "enum", "const")
@@ -141,3 +146,48 @@ def read_output(text: str, spec: OutputSpec) -> tuple[Any, str | None]:
                 f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()
             )
     return value, None
+
+
+# Keywords whose value is a map of name -> schema, a list of schemas, or one schema.
+_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_ONE = (
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedProperties",
+)
+
+
+def closed_schema(schema: Any) -> Any:
+    """A copy of `schema` with `additionalProperties: false` on every object that leaves it
+    out: vendors whose structured output demands closed objects (Anthropic, on its own API
+    and on Bedrock) reject a pydantic class's schema otherwise. Other keywords are left for
+    the vendor to judge (its 400 names the keyword)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _MAPS:
+        value = out.get(key)
+        if isinstance(value, dict):
+            out[key] = {name: closed_schema(sub) for name, sub in value.items()}
+    for key in _LISTS:
+        value = out.get(key)
+        if isinstance(value, list):
+            out[key] = [closed_schema(sub) for sub in value]
+    for key in _ONE:
+        value = out.get(key)
+        if isinstance(value, dict):
+            out[key] = closed_schema(value)
+        elif key == "items" and isinstance(value, list):
+            out[key] = [closed_schema(sub) for sub in value]
+    kind = out.get("type")
+    is_object = kind == "object" or (isinstance(kind, list) and "object" in kind)
+    if (is_object or "properties" in out) and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out

@@ -24,7 +24,8 @@ shows a plugin needs nothing private. The pieces, by job:
 - tool arguments: `parse_arguments`, `parse_partial_json`, `ArgumentsError`;
 - cost: `CostContext`, `compute_cost`, `long_cache_honored`;
 - request controls and structured output: `CONTROLS` (declare the ones an API maps in
-  `WireAPI.controls`), `output_spec` and `OutputSpec` (the call's schema, name and mode);
+  `WireAPI.controls`), `output_spec` and `OutputSpec` (the call's schema, name and mode),
+  `closed_schema` (objects closed, for vendors that demand it);
 - registration: `register_provider`, `unregister_providers`, `get_provider`.
 """
 
@@ -49,7 +50,7 @@ from ._handoff import (
 )
 from ._json import ArgumentsError, parse_arguments, parse_partial_json
 from ._options import CONTROLS
-from ._output import OutputSpec
+from ._output import OutputSpec, closed_schema
 from ._registry import get_provider, register_provider, unregister_providers
 from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
 from ._tools import TOOL_ERROR_PREFIX, function_tools
@@ -77,6 +78,7 @@ __all__ = [
     "WireAPI",
     "WireRequest",
     "as_object",
+    "closed_schema",
     "compute_cost",
     "error_from_status",
     "error_from_vendor",
