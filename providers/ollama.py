@@ -8,6 +8,15 @@ line, no ids: the assembler makes them), and a last line with `"done": true`, th
 OpenAI-compatible `/v1` endpoint is served by `openai-completions` instead.
 
 No key is needed; the base URL is the model's, or `OLLAMA_HOST` for the default one.
+
+Portable controls (`_CONTROLS`, `_GENERATE_CONTROLS`): `stop`, `top_p`, `top_k`, `seed`,
+`presence_penalty` and `frequency_penalty` go in the request's `options` object (with
+`num_predict` and `temperature`); `output_schema` is sent as `format` (the schema itself),
+the native mode on both endpoints. Ollama cannot force a tool: `tool_choice="auto"` sends
+nothing; `"none"` leaves the tools out of the request (the model then cannot call one;
+`/api/generate` takes no tools anyway); `"required"` or `{"tool": name}` raise, and so does
+structured output in tool mode (`Model.structured_output="tool"`), which needs a forced
+tool. `parallel_tool_calls=False` raises (no such switch). No `StreamOptions.extra` keys.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from stream_core.provider import (
     error_from_vendor,
     function_tools,
     optional_field,
+    output_spec,
     parse_json,
     prepare_messages,
     vendor_error_fields,
@@ -62,6 +72,26 @@ _STOP_REASONS: dict[str, StopRule] = {
 
 # Our usage field <- Ollama's (sent once, on the done line).
 _USAGE_FIELDS: dict[str, str] = {"input": "prompt_eval_count", "output": "eval_count"}
+
+# Portable request control -> where the request carries it (both endpoints).
+_OPTIONS_CONTROLS: dict[str, str] = {
+    "stop": "options.stop",
+    "top_p": "options.top_p",
+    "top_k": "options.top_k",
+    "seed": "options.seed",
+    "presence_penalty": "options.presence_penalty",
+    "frequency_penalty": "options.frequency_penalty",
+}
+_CONTROLS: dict[str, str] = {
+    "tool_choice": '"auto": nothing sent; "none": tools left out; cannot force a tool',
+    **_OPTIONS_CONTROLS,
+    "output_schema": "format (the JSON Schema)",
+}
+_GENERATE_CONTROLS: dict[str, str] = {
+    "tool_choice": '"auto" / "none" only (the endpoint takes no tools)',
+    **_OPTIONS_CONTROLS,
+    "output_schema": "format (the JSON Schema)",
+}
 
 DEFAULT_BASE_URL = "http://localhost:11434"
 _TEXT, _THINKING = "text", "thinking"
@@ -92,24 +122,37 @@ def base_url(model: Model) -> str:
 # --- request ------------------------------------------------------------------------------
 
 
-def _common(model: Model, options: StreamOptions) -> dict[str, Any]:
+def _common(model: Model, options: StreamOptions, wire: WireAPI) -> dict[str, Any]:
+    choice = options.tool_choice
+    if choice is not None and choice not in ("auto", "none"):
+        raise ValueError(
+            f"StreamOptions.tool_choice: {wire.api} cannot force a tool ({choice!r}); "
+            "for structured output use the native mode (Model.structured_output='native')"
+        )
     payload: dict[str, Any] = {"model": model.id, "stream": True}
     settings: dict[str, Any] = {}
     if options.max_tokens is not None:
         settings["num_predict"] = options.max_tokens
     if options.temperature is not None:
         settings["temperature"] = options.temperature
+    for control in _OPTIONS_CONTROLS:
+        value = getattr(options, control)
+        if value is not None:
+            settings[control] = list(value) if control == "stop" else value
     if settings:
         payload["options"] = settings
     if model.reasoning and options.reasoning:
         payload["think"] = True
+    spec = output_spec(wire, model, options)
+    if spec is not None and spec.mode != "tool":
+        payload["format"] = spec.schema
     return payload
 
 
 def _build_chat(model: Model, context: Context, options: StreamOptions) -> WireRequest:
-    payload = _common(model, options)
+    payload = _common(model, options, WIRE)
     payload["messages"] = _convert_messages(model, context)
-    if context.tools:
+    if context.tools and options.tool_choice != "none":
         payload["tools"] = function_tools(context.tools)
     return WireRequest(url=base_url(model) + "/api/chat", payload=payload)
 
@@ -117,7 +160,7 @@ def _build_chat(model: Model, context: Context, options: StreamOptions) -> WireR
 def _build_generate(model: Model, context: Context, options: StreamOptions) -> WireRequest:
     """`/api/generate` takes one prompt: a single user turn is sent as it is, a longer
     history as a plain transcript (the endpoint keeps no roles)."""
-    payload = _common(model, options)
+    payload = _common(model, options, GENERATE_WIRE)
     if context.system_prompt:
         payload["system"] = context.system_prompt
     messages = prepare_messages(
@@ -339,6 +382,8 @@ WIRE = WireAPI(
     decoder=NDJSONBytesDecoder,
     parse_response=_chat_answer,
     providers={},  # `ollama/...` in the CLI stays the OpenAI-compatible row (/v1)
+    controls=_CONTROLS,
+    output_mode=lambda model: "native",
 )
 
 GENERATE_WIRE = dataclasses.replace(
@@ -348,6 +393,7 @@ GENERATE_WIRE = dataclasses.replace(
     translator=_generate_translator,
     parse_response=_generate_answer,
     providers={},
+    controls=_GENERATE_CONTROLS,
 )
 
 # Both endpoints register from this one module.

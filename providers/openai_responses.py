@@ -22,10 +22,16 @@ item that followed it, by id):
 `store: false` is sent by default, so the history is the context: `previous_response_id` is
 never used.
 
-`StreamOptions.extra` knobs: `reasoning_summary` ("auto" by default when reasoning is asked
-for; "concise", "detailed", or None to leave it out), `store`, `service_tier`,
-`tool_choice`; for Azure `deployment` (else `model.compat["deployment"]`, else the model id)
-and `api_version` (else `AZURE_OPENAI_API_VERSION`; the `/openai/v1` API needs none, a
+Portable controls (`_CONTROLS`): `tool_choice` ("auto", "none", "required", or
+`{"type": "function", "name": ...}` for one tool) and `parallel_tool_calls`, both sent only
+with tools; `top_p`; `output_schema` as `text.format` of type `json_schema` (the native
+mode, for every model; `strict` when the schema meets the strict rules). The Responses API
+takes no `stop`, `seed`, `top_k` or penalties: those raise at `stream()`.
+
+`StreamOptions.extra` knobs (`_EXTRA`): `reasoning_summary` ("auto" by default when
+reasoning is asked for; "concise", "detailed", or None to leave it out), `store`,
+`service_tier`; for Azure `deployment` (else `model.compat["deployment"]`, else the model
+id) and `api_version` (else `AZURE_OPENAI_API_VERSION`; the `/openai/v1` API needs none, a
 classic `.../openai` base URL gets a default). The tier the response was billed at is kept
 as `message.service_tier` (outside the schema), and the cost uses that tier's price (flex
 half, priority double the list price).
@@ -53,6 +59,7 @@ from stream_core import (
     TextContent,
     ThinkingContent,
     ToolCall,
+    ToolChoice,
     ToolResultMessage,
     UserMessage,
 )
@@ -69,6 +76,7 @@ from stream_core.provider import (
     error_from_vendor,
     id_normalizer,
     optional_field,
+    output_spec,
     parse_json,
     prepare_messages,
     required_field,
@@ -132,6 +140,23 @@ _AZURE_RESOURCE = "RESOURCE"
 _AZURE_CLASSIC_VERSION = "2025-04-01-preview"
 """`api-version` for a classic `.../openai` base URL (the `/openai/v1` API needs none)."""
 
+# Portable request control -> the Responses field it becomes.
+_CONTROLS: dict[str, str] = {
+    "tool_choice": 'tool_choice ("auto" | "none" | "required" | {"type": "function", "name"})',
+    "parallel_tool_calls": "parallel_tool_calls",
+    "top_p": "top_p",
+    "output_schema": 'text.format {"type": "json_schema", "name", "schema", "strict"}',
+}
+
+# `StreamOptions.extra` key -> what it does.
+_EXTRA: dict[str, str] = {
+    "reasoning_summary": 'reasoning.summary ("auto" by default with reasoning; None: left out)',
+    "store": "store (false by default: the history is resent, reasoning encrypted)",
+    "service_tier": "service_tier (flex / priority change the price)",
+    "deployment": "Azure: the deployment name sent as `model`",
+    "api_version": "Azure: the `api-version` query parameter",
+}
+
 _normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
 
 
@@ -163,6 +188,8 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["max_output_tokens"] = options.max_tokens
     if options.temperature is not None:
         payload["temperature"] = options.temperature
+    if options.top_p is not None:
+        payload["top_p"] = options.top_p
     if context.tools:
         payload["tools"] = [
             {
@@ -174,8 +201,18 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             }
             for t in context.tools
         ]
-    if "tool_choice" in extra:
-        payload["tool_choice"] = extra["tool_choice"]
+        if options.tool_choice is not None:
+            payload["tool_choice"] = _tool_choice(options.tool_choice)
+        if options.parallel_tool_calls is not None:
+            payload["parallel_tool_calls"] = options.parallel_tool_calls
+    spec = output_spec(WIRE, model, options)
+    if spec is not None and spec.mode != "tool":
+        fmt: dict[str, Any] = {"type": "json_schema", "name": spec.name}
+        if spec.description:
+            fmt["description"] = spec.description
+        fmt["schema"] = spec.schema
+        fmt["strict"] = spec.strict
+        payload.setdefault("text", {})["format"] = fmt
     if model.reasoning:
         summary = extra.get("reasoning_summary", "auto")
         if options.reasoning is not None or "reasoning_summary" in extra:
@@ -195,6 +232,12 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if "service_tier" in extra:
         payload["service_tier"] = extra["service_tier"]
     return WireRequest(url=_url(model, options), payload=payload)
+
+
+def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:
+    if isinstance(choice, dict):
+        return {"type": "function", "name": choice["tool"]}
+    return choice
 
 
 def _url(model: Model, options: StreamOptions) -> str:
@@ -581,12 +624,18 @@ def _call_done(asm: Assembler, key: Hashable, item: dict[str, Any], where: str) 
     name = optional_field(item, "name", str, where) or None
     arguments = optional_field(item, "arguments", str, where) or ""
     block = asm.block(key)
-    if not isinstance(block, ToolCall):
+    if isinstance(block, ToolCall):
+        if call_id or name:
+            asm.tool_call(key, "", id=call_id, name=name)
+        streamed = block.partial_json
+    elif isinstance(block, TextContent):
+        # The structured-output tool (tool mode): the assembler streams its arguments as
+        # the answer's text.
+        streamed = block.text
+    else:
         asm.start_tool_call(key, id=call_id or "", name=name or "")
         block = asm.block(key)
-    elif call_id or name:
-        asm.tool_call(key, "", id=call_id, name=name)
-    streamed = block.partial_json if isinstance(block, ToolCall) else ""
+        streamed = ""
     if len(arguments) > len(streamed) and arguments.startswith(streamed):
         asm.tool_call(key, arguments[len(streamed) :])
     item_id = optional_field(item, "id", str, where)
@@ -743,4 +792,7 @@ WIRE = WireAPI(
     compat=Compat,
     base_url_env={"https://api.openai.com/v1": "OPENAI_BASE_URL"},
     providers={"openai": "https://api.openai.com/v1"},
+    controls=_CONTROLS,
+    extra=_EXTRA,
+    output_mode=lambda model: "native",
 )
