@@ -302,7 +302,6 @@ def text_case(api: str) -> Fixture:
         if f.expect.get("stop_reason") == "stop"
         and not f.call
         and f.streamed
-        and not f.call
         and not f.expect.get("content_partial")
         and any(b["type"] == "text" for b in f.expect.get("content", []))
         and all(b["type"] in ("text", "thinking") for b in f.expect["content"])
