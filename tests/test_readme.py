@@ -11,7 +11,7 @@ import respx
 from stream_core.contract_tests.kit import sse_response
 
 from stream_core import WireAPI
-from stream_core._cli import demo_body
+from stream_core._cli.demo import demo_body
 
 README = Path(__file__).parents[1] / "README.md"
 TEXT_BODY = (
