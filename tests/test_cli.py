@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
@@ -17,9 +20,23 @@ import pytest
 import respx
 
 import stream_core
+<<<<<<< HEAD
 from stream_core import AssistantMessage, Context, Model, StreamOptions, UserMessage
 from stream_core._cli import Renderer, demo_body, main
 from stream_core.provider import EventStreamDecoder
+=======
+from stream_core import (
+    AssistantMessage,
+    Context,
+    EventStreamDecoder,
+    Model,
+    StreamOptions,
+    UserMessage,
+)
+from stream_core._cli import main
+from stream_core._cli._render import Renderer
+from stream_core._cli.demo import demo_body
+>>>>>>> h14-cli
 
 FIXTURES = Path(__file__).resolve().parent.parent / "contract_tests" / "fixtures"
 OVERLOADED = FIXTURES / "anthropic-messages" / "synthetic-anthropic-overloaded-after-text.body"
@@ -544,3 +561,59 @@ def test_console_script_points_at_main() -> None:
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     scripts = tomllib.loads(pyproject.read_text())["project"]["scripts"]
     assert scripts["stream-core"] == "stream_core._cli:main"
+
+
+# --- the library never loads the command ----------------------------------------------------
+
+NO_CLI = (
+    "assert not any(m.startswith('stream_core._cli') for m in sys.modules), "
+    "[m for m in sys.modules if m.startswith('stream_core.')]"
+)
+
+LIBRARY_USE = f"""
+import sys
+import anyio
+import stream_core
+{NO_CLI}
+from stream_core.testing import replay_client
+
+async def main():
+    model = stream_core.get_model("anthropic", "claude-sonnet-4-5")
+    context = stream_core.Context(messages=[stream_core.UserMessage(content="hi")])
+    options = stream_core.StreamOptions(api_key="k", client=replay_client({str(TEXT)!r}))
+    async with stream_core.stream(model, context, options) as s:
+        return [e async for e in s], await s.result()
+
+events, message = anyio.run(main)
+assert events and message.stop_reason == "stop", message
+{NO_CLI}
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    "code",
+    [f"import stream_core, sys; {NO_CLI}", LIBRARY_USE],
+    ids=["import", "stream-a-replay"],
+)
+def test_the_library_never_loads_the_command(code: str) -> None:
+    # In a fresh interpreter: this test process has imported the command already.
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+    assert done.returncode == 0, done.stderr
+
+
+def test_no_library_module_imports_the_command() -> None:
+    package = Path(stream_core.__file__).parent
+    roots = [package, package.parent / "providers", package.parent / "contract_tests"]
+    for path in (p for root in roots for p in root.rglob("*.py")):
+        if package / "_cli" in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not any("_cli" in n.split(".") for n in names), f"{path}:{node.lineno}"

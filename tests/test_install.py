@@ -79,7 +79,8 @@ def test_the_wheel_holds_one_typed_package(wheel: Path) -> None:
     assert top == {"stream_core"}
     # One marker covers the package and its subpackages (PEP 561).
     assert "stream_core/py.typed" in names
-    for shipped in ("providers", "contract_tests", "demo"):
+    # The command too: the console script points at `stream_core._cli:main`.
+    for shipped in ("providers", "contract_tests", "demo", "_cli"):
         assert any(n.startswith(f"stream_core/{shipped}/") for n in names), shipped
 
 
@@ -88,7 +89,7 @@ import httpx, anyio
 import providers, contract_tests
 import stream_core
 from stream_core import Context, Model, StreamOptions, UserMessage, list_providers
-from stream_core._cli import demo_body
+from stream_core._cli.demo import demo_body
 
 async def main():
     body = demo_body("openai-parallel-tools.body")

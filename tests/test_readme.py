@@ -11,7 +11,7 @@ import respx
 from stream_core.contract_tests.kit import sse_response
 
 import stream_core
-from stream_core._cli import demo_body
+from stream_core._cli.demo import demo_body
 from stream_core.provider import WireAPI
 
 README = Path(__file__).parents[1] / "README.md"

@@ -1,0 +1,210 @@
+"""The `stream-core` command: an offline demo, recording replay, a live chat, the catalog,
+and recording and serving vendor bodies.
+
+    stream-core demo [--speed CHARS_PER_SECOND]
+    stream-core replay FILE.body [--api API] [--chunk-size N] [--events] [--json]
+    stream-core chat PROVIDER/MODEL "prompt" [--base-url URL] [--system S] [--max-tokens N]
+                     [--reasoning E]
+    stream-core models [PROVIDER]
+    stream-core serve DIR [--host H] [--port P] [--chunk-size N] [--delay SECONDS]
+    stream-core record PROVIDER/MODEL "prompt" -o NAME [--base-url URL] [--system S]
+                       [--max-tokens N] [--reasoning E]
+    stream-core --version
+
+This module is the argument parser and `main` only; each command is its own module, and
+everything drawn (colour, the stream, tables) comes from `_render`. `demo`, `replay` and
+`chat` draw a stream with the one `Renderer`; `demo` and `replay` serve a recorded body
+through an `httpx.MockTransport`, so the provider code that runs is the real one and nothing
+leaves the machine. The library never imports this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from .. import __version__
+from ._common import usage_error
+from .chat import run as _chat
+from .demo import run as _demo
+from .models import run as _models
+from .record import run as _record
+from .replay import run as _replay
+from .serve import run as _serve
+
+__all__ = ["main"]
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
+    "demo": _demo,
+    "replay": _replay,
+    "chat": _chat,
+    "models": _models,
+    "serve": _serve,
+    "record": _record,
+}
+
+
+def _silence(out: TextIO) -> None:
+    """Point `out` at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _speed(value: str) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not n >= 0:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return n
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stream-core",
+        description="Stream LLM vendor responses as one event sequence.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser(
+        "demo",
+        help="replay the bundled recordings offline (no API key needed)",
+        description="Replay the bundled, synthetic vendor recordings through the real "
+        "provider code, drawn as they stream. Offline; no API key needed.",
+    )
+    demo.add_argument(
+        "--speed",
+        type=_speed,
+        default=300.0,
+        metavar="CHARS_PER_SEC",
+        help="pace the replay at about this many characters per second "
+        "(default: %(default)g; 0: no pauses)",
+    )
+
+    replay = sub.add_parser(
+        "replay",
+        help="run a recorded response body through its provider",
+        description="Run a recorded response body through its provider, offline.",
+    )
+    replay.add_argument("file", metavar="FILE.body", help="the recorded HTTP response body")
+    replay.add_argument(
+        "--api", help='wire API of the recording (default: "api" in the sidecar FILE.json)'
+    )
+    replay.add_argument(
+        "--chunk-size",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="serve the body in chunks of N bytes (default: all at once)",
+    )
+    replay.add_argument(
+        "--events", action="store_true", help="print each event as one JSON object per line"
+    )
+    replay.add_argument("--json", action="store_true", help="print the final message as JSON")
+
+    chat = sub.add_parser(
+        "chat",
+        help="stream a live answer from any model",
+        description="Stream a live answer: a catalog model, any model of a known provider "
+        "(ollama/llama3.2, vllm/..., lmstudio/..., llama.cpp/...), or any OpenAI-compatible "
+        "server with --base-url. Keys come from the provider's environment variable.",
+    )
+    chat.add_argument("model", metavar="PROVIDER/MODEL", help="e.g. anthropic/claude-sonnet-4-5")
+    chat.add_argument("prompt", help="what to ask")
+    chat.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="send the request here (a gateway, a proxy, a local server) instead of the "
+        "provider's default",
+    )
+    chat.add_argument("--system", help="system prompt")
+    chat.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
+    chat.add_argument(
+        "--reasoning",
+        choices=["minimal", "low", "medium", "high"],
+        help="ask for thinking at this effort (reasoning models)",
+    )
+    serve = sub.add_parser(
+        "serve",
+        help="serve a folder of recordings as a fake vendor on loopback",
+        description="Serve recordings (DIR/<api>/<model>.body with its .json) as a fake "
+        "vendor: every API's path is answered, and the model the request names picks the "
+        "recording by file name (unknown: the vendor's 404). Logs each request to stderr.",
+    )
+    serve.add_argument("dir", metavar="DIR", help="folder of recordings")
+    serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
+    serve.add_argument(
+        "--chunk-size", type=_positive_int, metavar="N",
+        help="send N bytes per chunk (default: one chunk per vendor event)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--delay", type=_speed, default=0.0, metavar="SECONDS", help="pause before each chunk"
+    )
+
+    rec = sub.add_parser(
+        "record",
+        help="make a live call and write it as a recording (NAME.body, NAME.json)",
+        description="Make a live call and write the vendor's raw body as NAME.body and its "
+        "metadata with `expect` as NAME.json, in the contract fixtures' format. Keys, auth "
+        "values, account ids and cookies are scrubbed.",
+    )
+    rec.add_argument("model", metavar="PROVIDER/MODEL", help="e.g. anthropic/claude-sonnet-4-5")
+    rec.add_argument("prompt", help="what to ask")
+    rec.add_argument("-o", "--output", required=True, metavar="NAME", help="path without suffix")
+    rec.add_argument("--base-url", metavar="URL", help="send the request here instead")
+    rec.add_argument("--system", help="system prompt")
+    rec.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
+    rec.add_argument(
+        "--reasoning", choices=["minimal", "low", "medium", "high"], help="ask for thinking"
+    )
+
+    models = sub.add_parser(
+        "models",
+        help="list the catalog's models: window, prices, reasoning, images",
+        description="List the catalog's models (from models.dev; prices from genai-prices "
+        "where it knows the model, else the catalog's list price).",
+    )
+    models.add_argument("provider", nargs="?", metavar="PROVIDER", help="only this provider")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for usage errors)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help and on bad arguments
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    out, err = sys.stdout, sys.stderr
+    try:
+        command = _COMMANDS.get(args.command)
+        if command is not None:
+            return command(args, out, err)
+    except KeyboardInterrupt:
+        err.write("\ninterrupted\n")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as other command-line tools do.
+        _silence(out)
+        return 1
+    parser.print_usage(err)
+    return usage_error(err, "choose a command: demo, replay, chat, models, serve or record")

@@ -1,0 +1,124 @@
+"""What more than one command needs: running a stream into a sink, serving a recorded body
+through the real provider code, finding the model a live call names, usage errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import TextIO
+
+import anyio
+import httpx
+
+from .._events import MessageUpdate, TextDelta, ThinkingDelta, ToolCallDelta
+from .._models import Model, get_model
+from .._options import StreamOptions
+from .._registry import get_provider, list_providers, stream
+from .._types import AssistantMessage, Context, UserMessage
+from ._render import EventSink, error
+
+__all__ = [
+    "chat_model",
+    "consume",
+    "exit_status",
+    "replay_body",
+    "usage_error",
+    "user_context",
+]
+
+
+def usage_error(err: TextIO, text: str) -> int:
+    """Say what is wrong with the command line in one line; the exit status for it."""
+    error(err, text)
+    return 2
+
+
+async def consume(
+    model: Model, context: Context, options: StreamOptions, sink: EventSink, pace: float
+) -> AssistantMessage:
+    """Feed every event to `sink` as it arrives; with `pace` (characters per second) > 0,
+    pause after each delta in proportion to its length, like a live stream."""
+    async with stream(model, context, options) as s:
+        async for event in s:
+            sink(event)
+            if pace > 0 and isinstance(event, MessageUpdate):
+                d = event.delta
+                if isinstance(d, (TextDelta, ThinkingDelta, ToolCallDelta)) and d.delta:
+                    await anyio.sleep(len(d.delta) / pace)
+        return await s.result()
+
+
+def _mock_client(
+    body: bytes,
+    chunk_size: int | None,
+    *,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
+) -> httpx.AsyncClient:
+    """A client whose every request gets `body` back, streamed in `chunk_size` pieces."""
+    size = chunk_size or max(1, len(body))
+    response_headers = {"content-type": "text/event-stream"}
+    response_headers.update(headers or {})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        async def chunks() -> AsyncIterator[bytes]:
+            for start in range(0, len(body), size):
+                yield body[start : start + size]
+
+        return httpx.Response(status, headers=response_headers, content=chunks())
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+async def replay_body(
+    model: Model,
+    context: Context,
+    body: bytes,
+    *,
+    api_key: str,
+    sink: EventSink,
+    chunk_size: int | None = None,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
+    pace: float = 0.0,
+) -> AssistantMessage:
+    """Stream `model` as usual, answered with the recorded `body`: the provider code that
+    runs is the real one, and nothing leaves the machine."""
+    wire = get_provider(model.api).wire
+    if wire is not None and not any(k.lower() == "content-type" for k in headers or {}):
+        # Served with the content type of the API's own framing (SSE, NDJSON, binary).
+        headers = {**(headers or {}), "content-type": wire.decoder().media_types[0]}
+    async with _mock_client(body, chunk_size, status=status, headers=headers) as client:
+        options = StreamOptions(client=client, api_key=api_key, max_retries=0)
+        return await consume(model, context, options, sink, pace)
+
+
+def chat_model(provider: str, model_id: str, base_url: str | None, reasoning: bool) -> Model:
+    """The catalog entry, else a model of a provider some wire API serves by name (Ollama,
+    vLLM, a vendor's model newer than the catalog), else, with a base URL, any
+    OpenAI-compatible server. `KeyError` with a one-line reason otherwise."""
+    try:
+        return get_model(provider, model_id)
+    except KeyError as exc:
+        missing = str(exc.args[0])
+    wires = [e.wire for e in list_providers() if e.wire is not None]
+    wire = next((w for w in wires if provider in w.providers), None)
+    if wire is None and base_url is None:
+        known = sorted({p for w in wires for p in w.providers})
+        raise KeyError(f"{missing}; known providers: {', '.join(known)} (or pass --base-url)")
+    return Model(
+        id=model_id,
+        api=wire.api if wire is not None else "openai-completions",
+        provider=provider,
+        base_url=base_url or (wire.providers[provider] if wire is not None else ""),
+        reasoning=reasoning,  # unknown: trust the person asking for thinking
+    )
+
+
+def user_context(system: str | None, prompt: str) -> Context:
+    """The one-turn conversation of a live call."""
+    return Context(system_prompt=system, messages=[UserMessage(content=prompt)])
+
+
+def exit_status(message: AssistantMessage) -> int:
+    """Unlike a replay, a live call that failed is a failed command."""
+    return 1 if message.stop_reason in ("error", "aborted") else 0

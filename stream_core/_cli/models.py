@@ -1,0 +1,63 @@
+"""`stream-core models [PROVIDER]`: the catalog's models, one table per provider."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from .._cost import list_prices
+from .._models import catalog_source, list_models, model_apis
+from ._common import usage_error
+from ._render import table
+
+__all__ = ["run"]
+
+_HEAD = ("ID", "API", "CONTEXT", "MAX OUT", "IN", "OUT", "CACHE R", "CACHE W", "REASON", "IMG")
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    models = list_models(args.provider)
+    if not models:
+        known = sorted({m.provider for m in list_models()})
+        return usage_error(
+            err, f"no models for provider {args.provider!r}; known: {', '.join(known)}"
+        )
+    for provider in sorted({m.provider for m in models}):
+        rows = [_HEAD]
+        for m in (m for m in models if m.provider == provider):
+            p = list_prices(m)
+            rows.append(
+                (
+                    m.id,
+                    ",".join(model_apis(m.provider, m.id)) or m.api,
+                    _tokens(m.context_window),
+                    _tokens(m.max_tokens),
+                    _usd(p.input),
+                    _usd(p.output),
+                    _usd(p.cache_read),
+                    _usd(p.cache_write),
+                    "yes" if m.reasoning else "no",
+                    "yes" if "image" in m.input else "no",
+                )
+            )
+        table(out, f"{provider} ({len(rows) - 1} models; prices in USD per million tokens)", rows)
+    from genai_prices import __version__ as prices_version
+
+    source = catalog_source()
+    out.write(
+        f"catalog: models.dev {source['revision'][:12]} ({source['licence']}); prices: "
+        f"genai-prices {prices_version} where it knows the model, else the catalog's\n"
+    )
+    return 0
+
+
+def _tokens(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n >= 1_000:
+        return f"{n / 1_000:.0f}k"
+    return str(n)
+
+
+def _usd(price: float | None) -> str:
+    return "-" if price is None else f"{price:g}"
