@@ -20,23 +20,11 @@ import pytest
 import respx
 
 import stream_core
-<<<<<<< HEAD
 from stream_core import AssistantMessage, Context, Model, StreamOptions, UserMessage
-from stream_core._cli import Renderer, demo_body, main
-from stream_core.provider import EventStreamDecoder
-=======
-from stream_core import (
-    AssistantMessage,
-    Context,
-    EventStreamDecoder,
-    Model,
-    StreamOptions,
-    UserMessage,
-)
 from stream_core._cli import main
 from stream_core._cli._render import Renderer
 from stream_core._cli.demo import demo_body
->>>>>>> h14-cli
+from stream_core.provider import EventStreamDecoder
 
 FIXTURES = Path(__file__).resolve().parent.parent / "contract_tests" / "fixtures"
 OVERLOADED = FIXTURES / "anthropic-messages" / "synthetic-anthropic-overloaded-after-text.body"
