@@ -7,6 +7,11 @@ no `index` (keyed by their id), Magistral's reasoning comes as `thinking` parts 
 differs on the way out: tool-call ids must be exactly nine letters or digits (others are
 mapped, results follow), thinking goes back as `thinking` parts, tool results carry the
 tool's name, and no `stream_options` is sent (Mistral rejects unknown request fields).
+
+Portable controls (`_CONTROLS` below) map to Mistral's fields: `seed` is `random_seed`,
+`tool_choice="required"` is `any`; there is no `top_k`. A structured answer is asked as
+`response_format` `json_schema`. It reads no `StreamOptions.extra` keys: Mistral's own
+fields (`safe_prompt`, `prediction`, ...) go in through `on_payload`.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from stream_core.provider import (
     WireAPI,
     WireRequest,
     function_tools,
+    output_spec,
     prepare_messages,
 )
 
@@ -51,6 +57,31 @@ _STOP_REASONS: dict[str, StopRule] = {
     "length": "length",
     "model_length": "length",  # the context window filled while generating
 }
+
+# Portable control -> the request field it becomes (the README's table). No `top_k`.
+_CONTROLS: dict[str, str] = {
+    "tool_choice": '`tool_choice`: "auto", "none", "any" (for required), '
+    '{"type": "function", "function": {"name": ...}} (sent with tools only)',
+    "parallel_tool_calls": "`parallel_tool_calls` (sent with tools only)",
+    "stop": "`stop` (list)",
+    "top_p": "`top_p`",
+    "seed": "`random_seed`",
+    "presence_penalty": "`presence_penalty`",
+    "frequency_penalty": "`frequency_penalty`",
+    "output_schema": '`response_format` {"type": "json_schema", "json_schema": {...}}',
+}
+
+# Controls sent as they are, under these field names.
+_PLAIN_CONTROLS: dict[str, str] = {
+    "stop": "stop",
+    "top_p": "top_p",
+    "seed": "random_seed",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+}
+
+# `StreamOptions.tool_choice` strings as Mistral spells them.
+_TOOL_CHOICES: dict[str, str] = {"auto": "auto", "none": "none", "required": "any"}
 
 _ID_LENGTH = 9
 _ID_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -91,8 +122,17 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["temperature"] = options.temperature
     if context.tools:
         payload["tools"] = function_tools(context.tools)
-    if "tool_choice" in options.extra:
-        payload["tool_choice"] = options.extra["tool_choice"]
+        if options.tool_choice is not None:
+            payload["tool_choice"] = _chat.tool_choice_field(options.tool_choice, _TOOL_CHOICES)
+        if options.parallel_tool_calls is not None:
+            payload["parallel_tool_calls"] = options.parallel_tool_calls
+    for control, field_name in _PLAIN_CONTROLS.items():
+        value = getattr(options, control)
+        if value is not None:
+            payload[field_name] = value
+    spec = output_spec(WIRE, model, options)
+    if spec is not None and spec.mode == "native":
+        payload["response_format"] = _chat.json_schema_format(spec)
     if options.reasoning and model.reasoning:
         payload["prompt_mode"] = "reasoning"
     headers = {}
@@ -208,4 +248,7 @@ WIRE: WireAPI = dataclasses.replace(
     compat=None,
     base_url_env={},
     providers={"mistral": "https://api.mistral.ai"},
+    controls=_CONTROLS,
+    extra={},
+    output_mode=lambda model: "native",
 )

@@ -8,13 +8,21 @@ apart). Usage is a cumulative snapshot, usually on a last chunk with empty `choi
 
 Servers differ; the differences are the `COMPAT` table below, one row per server, which
 `Model.compat` overrides field by field.
+
+Portable controls (`_CONTROLS` below) map to the request fields of the same name; `top_k`
+only where the server's compat row says it takes one. A structured answer is asked as
+`response_format` `json_schema`, or `json_object` with the schema in the system prompt, or
+one forced tool, per the server's `response_format` compat flag and the model
+(`_TOOL_MODE_IDS`). It reads no `StreamOptions.extra` keys: a server's own fields go in
+through `on_payload`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -24,10 +32,12 @@ from stream_core import (
     Context,
     ImageContent,
     Model,
+    OutputMode,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
+    ToolChoice,
     ToolResultMessage,
     UserMessage,
 )
@@ -35,6 +45,7 @@ from stream_core.provider import (
     IMAGE_OMITTED_TEXT,
     TOOL_ERROR_PREFIX,
     Assembler,
+    OutputSpec,
     StopRule,
     StreamFailure,
     Translator,
@@ -45,6 +56,7 @@ from stream_core.provider import (
     function_tools,
     id_normalizer,
     optional_field,
+    output_spec,
     parse_json,
     prepare_messages,
     required_field,
@@ -96,6 +108,45 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 _SIGNATURE_FIELDS = ("reasoning_details", "thinking_blocks")
 _CONCATENATED = frozenset({"text", "summary", "thinking"})
 
+# Portable control -> the request field it becomes (the README's table).
+_CONTROLS: dict[str, str] = {
+    "tool_choice": '`tool_choice`: "auto", "none", "required", '
+    '{"type": "function", "function": {"name": ...}} (sent with tools only)',
+    "parallel_tool_calls": "`parallel_tool_calls` (sent with tools only)",
+    "stop": "`stop` (list)",
+    "top_p": "`top_p`",
+    "top_k": "`top_k`, on servers whose compat sets `top_k` (vLLM, Together, OpenRouter, "
+    "llama.cpp); elsewhere an error",
+    "seed": "`seed`",
+    "presence_penalty": "`presence_penalty`",
+    "frequency_penalty": "`frequency_penalty`",
+    "output_schema": '`response_format` {"type": "json_schema", ...}; {"type": "json_object"} '
+    "with the schema in the system prompt, or a forced tool, per compat `response_format`",
+}
+
+# Controls sent as they are, under these field names.
+_PLAIN_CONTROLS: dict[str, str] = {
+    "stop": "stop",
+    "top_p": "top_p",
+    "seed": "seed",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+}
+
+# `StreamOptions.tool_choice` strings as Chat Completions spells them.
+_TOOL_CHOICES: dict[str, str] = {"auto": "auto", "none": "none", "required": "required"}
+
+# Models (id, after any `vendor/` prefix) that predate `json_schema` response formats: their
+# structured answers come through a forced tool.
+_TOOL_MODE_IDS: tuple[str, ...] = ("gpt-3.5*", "gpt-4", "gpt-4-0613", "gpt-4-turbo*")
+
+# Compat `response_format` -> how a structured answer is asked for.
+_OUTPUT_MODES: dict[str, OutputMode] = {
+    "json_schema": "native",
+    "json_object": "json_object",
+    "none": "tool",
+}
+
 
 @dataclass(frozen=True)
 class Compat:
@@ -119,6 +170,12 @@ class Compat:
     """`content` of an assistant turn that has tool calls and no text: `""` (accepted by
     OpenAI, vLLM, llama.cpp, Ollama, LM Studio, and llama-cpp-python, which answers a
     `null` with a 500), `null`, or no key at all."""
+    top_k: bool = False
+    """The server takes a top-level `top_k` (not OpenAI's API; vLLM, Together, OpenRouter and
+    llama.cpp's server do). Without it `StreamOptions.top_k` raises."""
+    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    """What `response_format` the server takes for a structured answer: a JSON Schema, plain
+    JSON mode (the schema goes in the system prompt), or none (a forced tool is used)."""
 
 
 COMPAT: dict[str, Compat] = {
@@ -142,18 +199,24 @@ COMPAT: dict[str, Compat] = {
         max_tokens_field="max_completion_tokens",
     ),
     "xai": Compat(base_url="https://api.x.ai/v1", env="XAI_API_KEY", reasoning_effort=True),
-    "deepseek": Compat(base_url="https://api.deepseek.com", env="DEEPSEEK_API_KEY"),
-    "openrouter": Compat(base_url="https://openrouter.ai/api/v1", env="OPENROUTER_API_KEY"),
+    "deepseek": Compat(
+        base_url="https://api.deepseek.com", env="DEEPSEEK_API_KEY", response_format="json_object"
+    ),
+    "openrouter": Compat(
+        base_url="https://openrouter.ai/api/v1", env="OPENROUTER_API_KEY", top_k=True
+    ),
     "cerebras": Compat(
         base_url="https://api.cerebras.ai/v1",
         env="CEREBRAS_API_KEY",
         max_tokens_field="max_completion_tokens",
     ),
-    "together": Compat(base_url="https://api.together.xyz/v1", env="TOGETHER_API_KEY"),
+    "together": Compat(base_url="https://api.together.xyz/v1", env="TOGETHER_API_KEY", top_k=True),
     "fireworks": Compat(base_url="https://api.fireworks.ai/inference/v1", env="FIREWORKS_API_KEY"),
-    "vllm": Compat(base_url="http://localhost:8000/v1", env="VLLM_API_KEY", key_required=False),
+    "vllm": Compat(
+        base_url="http://localhost:8000/v1", env="VLLM_API_KEY", key_required=False, top_k=True
+    ),
     "lmstudio": Compat(base_url="http://localhost:1234/v1", key_required=False),
-    "llama.cpp": Compat(base_url="http://localhost:8080/v1", key_required=False),
+    "llama.cpp": Compat(base_url="http://localhost:8080/v1", key_required=False, top_k=True),
     "ollama": Compat(base_url="http://localhost:11434/v1", key_required=False),
 }
 
@@ -198,11 +261,46 @@ def compat_for(model: Model) -> Compat:
     return replace(row, **model.compat) if model.compat else row
 
 
+def _output_mode(model: Model) -> OutputMode:
+    mode = _OUTPUT_MODES[compat_for(model).response_format]
+    name = model.id.rsplit("/", 1)[-1]
+    if mode == "native" and any(fnmatch.fnmatchcase(name, p) for p in _TOOL_MODE_IDS):
+        return "tool"
+    return mode
+
+
 # --- request ------------------------------------------------------------------------------
+
+
+def tool_choice_field(
+    choice: ToolChoice, names: Mapping[str, str] = _TOOL_CHOICES
+) -> str | dict[str, Any]:
+    """`StreamOptions.tool_choice` in the Chat Completions shape: a named tool as a function
+    choice, a string by `names` (an API's own words)."""
+    if isinstance(choice, dict):
+        return {"type": "function", "function": {"name": choice["tool"]}}
+    return names[choice]
+
+
+def json_schema_format(spec: OutputSpec) -> dict[str, Any]:
+    """`response_format` asking for an answer matching `spec`'s schema."""
+    schema: dict[str, Any] = {"name": spec.name, "schema": spec.schema, "strict": spec.strict}
+    if spec.description:
+        schema["description"] = spec.description
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def with_instruction(context: Context, spec: OutputSpec) -> Context:
+    """The context with `spec`'s JSON instruction appended to its system prompt."""
+    system = "\n\n".join(p for p in (context.system_prompt, spec.instruction()) if p)
+    return context.model_copy(update={"system_prompt": system})
 
 
 def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
     compat = compat_for(model)
+    spec = output_spec(WIRE, model, options)
+    if spec is not None and spec.mode == "json_object":
+        context = with_instruction(context, spec)
     payload: dict[str, Any] = {
         "model": model.id,
         "messages": _convert_messages(model, context, compat),
@@ -216,8 +314,26 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["temperature"] = options.temperature
     if context.tools:
         payload["tools"] = function_tools(context.tools)
-    if "tool_choice" in options.extra:
-        payload["tool_choice"] = options.extra["tool_choice"]
+        if options.tool_choice is not None:
+            payload["tool_choice"] = tool_choice_field(options.tool_choice)
+        if options.parallel_tool_calls is not None:
+            payload["parallel_tool_calls"] = options.parallel_tool_calls
+    for control, field_name in _PLAIN_CONTROLS.items():
+        value = getattr(options, control)
+        if value is not None:
+            payload[field_name] = value
+    if options.top_k is not None:
+        if not compat.top_k:
+            raise ValueError(
+                f"StreamOptions.top_k: {API} sends top_k only to servers that take it, and "
+                f"this endpoint ({model.provider}) is not marked so; set "
+                "Model.compat={'top_k': True} if it is"
+            )
+        payload["top_k"] = options.top_k
+    if spec is not None and spec.mode == "native":
+        payload["response_format"] = json_schema_format(spec)
+    elif spec is not None and spec.mode == "json_object":
+        payload["response_format"] = {"type": "json_object"}
     if options.reasoning and model.reasoning and compat.reasoning_effort:
         payload["reasoning_effort"] = options.reasoning
     if options.session_id and compat is COMPAT.get("openai"):
@@ -651,4 +767,6 @@ WIRE = WireAPI(
     base_url_env={Compat.base_url: "OPENAI_BASE_URL"},
     providers={name: row.base_url for name, row in COMPAT.items()},
     parse_response=_parse_response,
+    controls=_CONTROLS,
+    output_mode=_output_mode,
 )

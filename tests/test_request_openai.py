@@ -463,11 +463,10 @@ async def test_tool_from_pydantic_model_gives_a_usable_schema() -> None:
     assert DrawPolygon.model_validate(args).color == "green"
 
 
-async def test_tool_choice_passes_through_extra() -> None:
-    choice = {"type": "function", "function": {"name": "zoom"}}
-    _, payload = await send(mixed_context(), extra={"tool_choice": choice})
+async def test_tool_choice_names_a_tool() -> None:
+    _, payload = await send(mixed_context(), tool_choice={"tool": "zoom"})
 
-    assert payload["tool_choice"] == choice
+    assert payload["tool_choice"] == {"type": "function", "function": {"name": "zoom"}}
 
 
 # --- on_payload ---------------------------------------------------------------------------
