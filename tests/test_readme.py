@@ -140,7 +140,7 @@ def controls_table() -> str:
     lines = ["| control | " + " | ".join(f"`{w.api}`" for w in wires) + " |"]
     lines.append("|---" * (len(wires) + 1) + "|")
     for name in CONTROLS:
-        cells = [w.controls.get(name, "error: not supported") for w in wires]
+        cells = [w.controls.get(name, "error: not supported").replace("|", "\\|") for w in wires]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
