@@ -172,9 +172,22 @@ def test_a_compat_value_of_the_wrong_type_raises_naming_the_key() -> None:
 
 
 def test_compat_on_an_api_without_flags_raises() -> None:
+    model = Model(
+        id="mistral-x",
+        api="mistral-conversations",
+        provider="mistral",
+        base_url="https://api.mistral.ai/v1",
+        compat={"include_usage": False},
+    )
+
+    with pytest.raises(ValueError, match="mistral-conversations takes no compat flags"):
+        stream_core.stream(model, HELLO)
+
+
+def test_an_unknown_compat_key_raises_listing_the_known_ones() -> None:
     model = CLAUDE.model_copy(update={"compat": {"include_usage": False}})
 
-    with pytest.raises(ValueError, match="anthropic-messages takes no compat flags"):
+    with pytest.raises(ValueError, match=r"unknown key 'include_usage'.*structured_output_beta"):
         stream_core.stream(model, HELLO)
 
 
