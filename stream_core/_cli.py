@@ -30,7 +30,7 @@ import anyio
 import httpx
 
 from . import __version__
-from ._cost import list_prices
+from ._cost import list_prices, prices_source
 from ._events import (
     AssistantStreamEvent,
     Delta,
@@ -770,8 +770,7 @@ def _cmd_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for r in rows:
             out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
         out.write("\n")
-    from genai_prices import __version__ as prices_version
-
+    prices_version = prices_source()["genai_prices"]
     source = catalog_source()
     out.write(
         f"catalog: models.dev {source['revision'][:12]} ({source['licence']}); prices: "
