@@ -12,7 +12,11 @@ first usage event), pointed at the loopback server.
 
 Prints, per run: ttft (ms from the call to its first event), total (ms to the final
 message), stall (the ticker's largest gap, ms), cost (USD, or None). `--json` prints one
-JSON object per run instead. tests/test_event_loop.py runs this with a bound on the stall.
+JSON object per run instead; `--complete` calls `complete()` instead of `stream()`. Run it
+as an installed package runs: with bytecode caches (an interpreter with
+PYTHONDONTWRITEBYTECODE=1 and no `__pycache__` compiles every module it imports, on
+whichever thread imports it; `PYTHONPYCACHEPREFIX=/tmp/pyc` and one warm-up run avoid that).
+tests/test_event_loop.py runs this with a bound on the stall.
 """
 
 from __future__ import annotations
@@ -57,11 +61,11 @@ def serve() -> tuple[http.server.ThreadingHTTPServer, int]:
     return server, server.server_address[1]
 
 
-def child(port: int, backend: str) -> None:
+def child(port: int, backend: str, use_complete: bool) -> None:
     """One first call, measured; prints its numbers as JSON (runs in a fresh interpreter)."""
     import anyio
 
-    from stream_core import Context, StreamOptions, UserMessage, get_model, stream
+    from stream_core import Context, StreamOptions, UserMessage, complete, get_model, stream
 
     model = get_model("anthropic", "claude-sonnet-4-5").model_copy(
         update={"base_url": f"http://127.0.0.1:{port}"}
@@ -87,11 +91,15 @@ def child(port: int, backend: str) -> None:
             await anyio.sleep(0.01)  # the ticker runs before the call starts
             start = time.perf_counter()
             first = None
-            async with stream(model, context, StreamOptions(api_key="sk-test")) as s:
-                async for _ in s:
-                    if first is None:
-                        first = time.perf_counter()
-                message = await s.result()
+            options = StreamOptions(api_key="sk-test")
+            if use_complete:
+                message = await complete(model, context, options)
+            else:
+                async with stream(model, context, options) as s:
+                    async for _ in s:
+                        if first is None:
+                            first = time.perf_counter()
+                    message = await s.result()
             end = time.perf_counter()
             done.set()
         cost = message.usage.cost
@@ -108,13 +116,18 @@ def child(port: int, backend: str) -> None:
     print(json.dumps(result))
 
 
-def measure(port: int, backend: str) -> dict[str, object]:
+def measure(
+    port: int, backend: str, *, use_complete: bool = False, env: dict[str, str] | None = None
+) -> dict[str, object]:
+    """One first call in a fresh interpreter (`env`: its environment)."""
+    argv = [sys.executable, __file__, "--child", str(port), "--backend", backend]
     out = subprocess.run(
-        [sys.executable, __file__, "--child", str(port), "--backend", backend],
+        [*argv, "--complete"] if use_complete else argv,
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
+        env=env,
     )
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -125,15 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="asyncio", choices=["asyncio", "trio"])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--complete", action="store_true", help="call complete() (no ttft) instead of stream()"
+    )
     parser.add_argument("--child", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        child(args.child, args.backend)
+        child(args.child, args.backend, args.complete)
         return 0
     server, port = serve()
     try:
         for _ in range(args.runs):
-            r = measure(port, args.backend)
+            r = measure(port, args.backend, use_complete=args.complete)
             if args.json:
                 print(json.dumps(r))
             else:
@@ -143,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     finally:
         server.shutdown()
+        server.server_close()
     return 0
 
 

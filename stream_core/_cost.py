@@ -345,8 +345,10 @@ def _rates(
     `_FREE` for a model listed without prices, None when input or output has no price."""
     tier = context.service_tier
     # Plain prices never change between calls; dated or tiered-by-service ones may.
-    fixed = now is None and isinstance(found.model.prices, dict) and (
-        tier is None or found.fallback or not found.model.variants
+    fixed = (
+        now is None
+        and isinstance(found.model.prices, dict)
+        and (tier is None or found.fallback or not found.model.variants)
     )
     key = (id(found.model), context.cache_ttl, None if found.fallback else tier)
     if fixed and key in _rates_cache:

@@ -436,9 +436,7 @@ def _check(
             _genai_usage(usage, context.cache_ttl == "1h"),
             provider,
             genai_request_timestamp=now,
-            price_context={"service_tier": context.service_tier}
-            if context.service_tier
-            else None,
+            price_context={"service_tier": context.service_tier} if context.service_tier else None,
         )
         prices = {k for k, v in vars(ref.model_price).items() if v is not None}
         if ours is None:
