@@ -52,13 +52,32 @@ def _profile_name(profile: str | None) -> str:
     )
 
 
+_files: dict[str, tuple[tuple[int, int] | None, configparser.RawConfigParser]] = {}
+
+
 def _read(path_env: str, default: str) -> configparser.RawConfigParser:
-    parser = configparser.RawConfigParser()
-    path = os.environ.get(path_env) or str(Path.home() / ".aws" / default)
+    """The parsed file, read once per process and again only when it changes.
+
+    Called from the request's build and signing, on the event loop: a `stat` (its mtime
+    and size) per call instead of reading and parsing the file each time, so a rotated
+    key (`aws sso login`, `aws configure`) is still picked up at the next call.
+    """
+    path = os.path.expanduser(os.environ.get(path_env) or str(Path.home() / ".aws" / default))
     try:
-        parser.read(os.path.expanduser(path), encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError, OSError):
-        pass  # an unreadable file is a file with no credentials
+        st = os.stat(path)
+        stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None
+    cached = _files.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    parser = configparser.RawConfigParser()
+    if stamp is not None:
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, UnicodeDecodeError, OSError):
+            parser = configparser.RawConfigParser()  # an unreadable file has no credentials
+    _files[path] = (stamp, parser)
     return parser
 
 

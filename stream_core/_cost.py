@@ -1,10 +1,11 @@
 """What a usage costs, in USD.
 
-genai-prices (pydantic's maintained price data) prices the model where it knows it: cache
-reads, cache writes by TTL, tiers by prompt size, service tiers. Where it does not, the
-model's own `prices` (the catalog's list price, or the caller's) apply. Where nobody knows,
-the cost is None, never 0, and computing it never raises: a cost is advisory and the rest
-of the message stands.
+genai-prices' data (pydantic's maintained prices; shipped as `prices.json`, a compact table
+generated from it by scripts/generate_prices.py) prices the model where it knows it: cache
+reads, cache writes by TTL, tiers by prompt size, service tiers, dated prices. Where it
+does not, the model's own `prices` (the catalog's list price, or the caller's) apply. Where
+nobody knows, the cost is None, never 0, and computing it never raises: a cost is advisory
+and the rest of the message stands. genai-prices itself is not imported at run time.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 import ipaddress
 import logging
 import math
+import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
+from pydantic_core import from_json
 
 from ._models import Model, ModelPrices
 from ._types import Cost, Usage
@@ -96,40 +100,182 @@ def cost_context(model: Model, options: StreamOptions) -> CostContext:
     return CostContext(cache_ttl=ttl, service_tier=tier)
 
 
-# --- genai-prices ---------------------------------------------------------------------------
+# --- the price table ------------------------------------------------------------------------
+#
+# `prices.json` is genai-prices' data cut down to token prices by scripts/generate_prices.py:
+# genai-prices itself costs seconds of CPU to load (a 1.6 MB Python data module), which a
+# first call would pay on the event loop. The table is read on first use: the file (400 KB,
+# well under a millisecond) and each provider's header line; a provider's models are parsed
+# only when a model of it is priced. The lookups below are genai-prices' own
+# (`DataSnapshot.find_provider_model`, `ModelInfo.get_prices`), on that table.
 
-_snapshot: Any = None
-_found: dict[tuple[str, str, str], Any] = {}
+_Clause = dict[str, Any]
 
 
-def _genai_model(model: Model) -> Any:
-    """genai-prices' entry for `model`, or None; looked up once per model (misses too),
-    and again only if genai-prices' data snapshot is replaced (its auto-update)."""
-    global _snapshot
-    if model.provider not in _GENAI_PROVIDER and _local_host(model.base_url):
-        # A server on this machine or network: nobody prices it, and loading the price
-        # data (tens of MB) for nothing would double a small process's memory.
+def _is_match(clause: _Clause, text: str) -> bool:
+    """genai-prices' match clauses, against an already lower-cased `text`."""
+    ((kind, value),) = clause.items()
+    if kind == "or":
+        return any(_is_match(c, text) for c in value)
+    if kind == "and":
+        return all(_is_match(c, text) for c in value)
+    if kind == "equals":
+        return bool(text == value.lower())
+    if kind == "starts_with":
+        return text.startswith(value.lower())
+    if kind == "ends_with":
+        return text.endswith(value.lower())
+    if kind == "contains":
+        return bool(value.lower() in text)
+    if kind == "regex":
+        return re.search(value, text) is not None
+    raise ValueError(f"unknown match clause {kind!r}")
+
+
+class _PricedModel:
+    """One model of the table: its match rule and prices (genai-prices' `ModelInfo`)."""
+
+    __slots__ = ("id", "match", "prices", "variants")
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        self.id: str = entry["id"]
+        self.match: _Clause = entry["match"]
+        self.prices: dict[str, Any] | list[dict[str, Any]] = entry["prices"]
+        self.variants: list[dict[str, Any]] = entry.get("variants", [])
+
+
+class _PriceProvider:
+    """One provider of the table; its models are parsed on first use."""
+
+    __slots__ = ("_models", "_raw", "api_pattern", "fallback", "id", "provider_match")
+
+    def __init__(self, head: dict[str, Any], models: bytes) -> None:
+        self.id: str = head["id"]
+        self.api_pattern: str = head["api_pattern"]
+        self.provider_match: _Clause | None = head.get("provider_match")
+        self.fallback: list[str] = head.get("fallback", [])
+        self._raw = models
+        self._models: list[_PricedModel] | None = None
+
+    @property
+    def models(self) -> list[_PricedModel]:
+        if self._models is None:
+            self._models = [_PricedModel(e) for e in from_json(b"[" + self._raw + b"]")]
+            self._raw = b""
+        return self._models
+
+    def match_model(self, ref: str, table: dict[str, _PriceProvider] | None) -> _PricedModel | None:
+        for model in self.models:
+            if _is_match(model.match, ref):
+                return model
+        if table is not None:
+            for provider_id in self.fallback:
+                other = table.get(provider_id)
+                # One step of fallback only, as genai-prices.
+                if other is not None and (hit := other.match_model(ref, None)) is not None:
+                    return hit
         return None
-    from genai_prices import data_snapshot
 
-    snapshot = data_snapshot.get_snapshot()
-    if snapshot is not _snapshot:
-        _found.clear()
-        _rates_cache.clear()
-        _snapshot = snapshot
+
+_table_cache: dict[str, _PriceProvider] | None = None
+
+
+def _table() -> dict[str, _PriceProvider]:
+    """The price table's providers by id, in genai-prices' order; read once per process."""
+    global _table_cache
+    if _table_cache is None:
+        data = resources.files(__package__).joinpath("prices.json").read_bytes()
+        table: dict[str, _PriceProvider] = {}
+        # The generator's layout: after the source line, each provider is a header line
+        # ending with `"models":[`, its models one per line (commas between them), then `]}`.
+        _, _, body = data.partition(b'"providers":[\n')
+        for block in body.split(b"\n]}"):
+            head_line, _, models = block.lstrip(b",\n").partition(b"\n")
+            if head_line.endswith(b'"models":['):
+                head = from_json(head_line + b"]}")
+                table[head["id"]] = _PriceProvider(head, models)
+        _table_cache = table
+    return _table_cache
+
+
+def prices_source() -> dict[str, str]:
+    """Where the price table comes from (genai-prices' version and licence)."""
+    data = resources.files(__package__).joinpath("prices.json").read_bytes()
+    line = data.split(b"\n", 2)[1].rstrip(b",")
+    source: dict[str, str] = from_json(b"{" + line + b"}")["source"]
+    return source
+
+
+def _find_provider(
+    table: dict[str, _PriceProvider], provider_id: str | None, base_url: str
+) -> _PriceProvider | None:
+    """genai-prices' provider: by id (or its `provider_match`), else by API URL."""
+    if provider_id is not None:
+        if (found := table.get(provider_id)) is not None:
+            return found
+        return next(
+            (
+                p
+                for p in table.values()
+                if p.provider_match is not None and _is_match(p.provider_match, provider_id)
+            ),
+            None,
+        )
+    return next((p for p in table.values() if re.match(p.api_pattern, base_url)), None)
+
+
+_COMPACT_DATE = re.compile(r"(-)(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?=-|:|$)")
+
+
+def _dashed_date(ref: str) -> str:
+    """`gpt-5.2-20251211` -> `gpt-5.2-2025-12-11` (genai-prices' second try)."""
+
+    def replace(m: re.Match[str]) -> str:
+        try:
+            date(int(m[2]), int(m[3]), int(m[4]))
+        except ValueError:
+            return m[0]
+        return f"-{m[2]}-{m[3]}-{m[4]}"
+
+    return _COMPACT_DATE.sub(replace, ref)
+
+
+@dataclass(frozen=True)
+class _Found:
+    model: _PricedModel
+    fallback: bool
+    """Found through a `fallback_model_providers` entry: genai-prices then ignores the
+    request's service tier (its variants are the other provider's)."""
+
+
+_found: dict[tuple[str, str, str], _Found | None] = {}
+
+
+def _genai_model(model: Model) -> _Found | None:
+    """The price table's entry for `model`, or None; looked up once per model (misses too)."""
+    if model.provider not in _GENAI_PROVIDER and _local_host(model.base_url):
+        # A server on this machine or network: nobody prices it, so the table is not even
+        # read for it.
+        return None
     key = (model.provider, model.id, model.base_url)
-    if key in _found:
-        return _found[key]
-    provider_id = _GENAI_PROVIDER.get(model.provider)
-    try:
-        if provider_id is not None:
-            _, found = snapshot.find_provider_model(model.id, None, provider_id, None)
-        else:
-            _, found = snapshot.find_provider_model(model.id, None, None, model.base_url)
-    except LookupError:
-        found = None
-    _found[key] = found
-    return found
+    if key not in _found:
+        _found[key] = _lookup(_GENAI_PROVIDER.get(model.provider), model.base_url, model.id)
+    return _found[key]
+
+
+def _lookup(provider_id: str | None, base_url: str, model_id: str) -> _Found | None:
+    """genai-prices' `find_provider_model(model_id, None, provider_id, base_url)`."""
+    table = _table()
+    provider = _find_provider(table, provider_id, base_url)
+    if provider is None:
+        return None
+    ref = model_id.lower()
+    hit = provider.match_model(ref, table)
+    if hit is None and (dashed := _dashed_date(ref)) != ref:
+        hit = provider.match_model(dashed, table)
+    if hit is None:
+        return None
+    return _Found(hit, not any(hit is m for m in provider.models))
 
 
 def _local_host(base_url: str) -> bool:
@@ -146,6 +292,39 @@ def _local_host(base_url: str) -> bool:
     return address.is_loopback or address.is_private or address.is_unspecified
 
 
+def _active(entry: dict[str, Any], now: datetime) -> bool:
+    """genai-prices' `StartDateConstraint` / `TimeOfDateConstraint`, all in UTC."""
+    if "start_date" in entry:
+        return now.date().isoformat() >= str(entry["start_date"])
+    if "start_time" in entry:
+        moment = now.strftime("%H:%M:%S.%f")
+        start, end = str(entry["start_time"]), str(entry["end_time"])
+        if end < start:
+            return moment >= start or moment < end
+        return bool(start <= moment < end)
+    return True
+
+
+def _prices_at(found: _Found, now: datetime, tier: str | None) -> dict[str, Any]:
+    """The model's prices for a request at `now` (UTC) in service tier `tier`."""
+    prices = found.model.prices
+    if isinstance(prices, dict):
+        standard = prices
+    else:
+        # The last active dated price wins; before all of them, the first.
+        standard = next((p for p in reversed(prices) if _active(p, now)), prices[0])["prices"]
+    if tier is None or found.fallback or not found.model.variants:
+        return standard
+    resolved = dict(standard)
+    overrides: dict[str, Any] = {}
+    for variant in found.model.variants:
+        if variant["tier"] == tier and _active(variant, now):
+            for k, v in variant["prices"].items():
+                overrides.setdefault(k, v)
+    resolved.update(overrides)
+    return resolved
+
+
 # USD per million tokens from the first token, then from each tier's start (exclusive).
 _Rate = tuple[float, tuple[tuple[int, float], ...]]
 _FREE: tuple[_Rate, ...] = ()
@@ -153,48 +332,56 @@ _rates_cache: dict[tuple[int, str, str | None], tuple[_Rate, ...] | None] = {}
 
 
 def _rate(price: Any) -> _Rate:
-    tiers = getattr(price, "tiers", None)
-    if tiers is None:
-        return (float(price), ())
-    return (float(price.base), tuple((t.start, float(t.price)) for t in tiers))
+    if isinstance(price, list):
+        base, tiers = price
+        return (float(base), tuple((int(start), float(p)) for start, p in tiers))
+    return (float(price), ())
 
 
-def _rates(info: Any, context: CostContext) -> tuple[_Rate, ...] | None:
-    """(input, output, cache read, cache write) rates for this call; `_FREE` for a model
-    listed without prices, None when input or output has no price."""
+def _rates(
+    found: _Found, context: CostContext, now: datetime | None = None
+) -> tuple[_Rate, ...] | None:
+    """(input, output, cache read, cache write) rates for a call at `now` (default: now);
+    `_FREE` for a model listed without prices, None when input or output has no price."""
     tier = context.service_tier
     # Plain prices never change between calls; dated or tiered-by-service ones may.
-    fixed = not isinstance(info.prices, list) and (tier is None or not info.price_variants)
-    key = (id(info), context.cache_ttl, tier)
+    fixed = (
+        now is None
+        and isinstance(found.model.prices, dict)
+        and (tier is None or found.fallback or not found.model.variants)
+    )
+    key = (id(found.model), context.cache_ttl, None if found.fallback else tier)
     if fixed and key in _rates_cache:
         return _rates_cache[key]
-    prices = info.get_prices(datetime.now(tz=UTC), {"service_tier": tier} if tier else None)
-    base, output = prices.input_mtok, prices.output_mtok
-    found: tuple[_Rate, ...] | None
+    prices = _prices_at(found, now or datetime.now(tz=UTC), tier)
+    base, output = prices.get("input"), prices.get("output")
+    result: tuple[_Rate, ...] | None
     if base is None or output is None:
         # Listed without a single price means free (`:free` routes, Gemma on Google).
-        found = _FREE if not any(v is not None for v in vars(prices).values()) else None
+        result = _FREE if not prices else None
     else:
-        write = prices.cache_write_mtok
-        if context.cache_ttl == "1h" and prices.cache_write_1h_mtok is not None:
-            write = prices.cache_write_1h_mtok
+        write = prices.get("cache_write")
+        if context.cache_ttl == "1h" and prices.get("cache_write_1h") is not None:
+            write = prices["cache_write_1h"]
         elif write is None:
-            write = prices.cache_write_5m_mtok
-        read = prices.cache_read_mtok
+            write = prices.get("cache_write_5m")
+        read = prices.get("cache_read")
         # An unpriced cache read or write is billed as plain input (as genai-prices does).
-        found = (
+        result = (
             _rate(base),
             _rate(output),
             _rate(base if read is None else read),
             _rate(base if write is None else write),
         )
     if fixed:
-        _rates_cache[key] = found
-    return found
+        _rates_cache[key] = result
+    return result
 
 
-def _genai_cost(info: Any, usage: Usage, context: CostContext) -> Cost | None:
-    rates = _rates(info, context)
+def _genai_cost(
+    found: _Found, usage: Usage, context: CostContext, now: datetime | None = None
+) -> Cost | None:
+    rates = _rates(found, context, now)
     if rates is None:
         return None
     if rates is _FREE:
@@ -255,11 +442,11 @@ def compute_cost(model: Model, usage: Usage, context: CostContext | None = None)
     if min(usage.input, usage.output, usage.cache_read, usage.cache_write) < 0:
         return None
     try:
-        info = _genai_model(model)
-        cost = None if info is None else _genai_cost(info, usage, context or _DEFAULT)
+        found = _genai_model(model)
+        cost = None if found is None else _genai_cost(found, usage, context or _DEFAULT)
         if cost is None:
             cost = _list_cost(model, usage)
-    except Exception:  # noqa: BLE001 - third-party price data must not break a message
+    except Exception:  # noqa: BLE001 - price data must not break a message
         logger.debug("cost of %s/%s could not be computed", model.provider, model.id)
         return None
     if cost is None or not math.isfinite(cost.total):
@@ -271,23 +458,24 @@ def list_prices(model: Model) -> ModelPrices:
     """USD per million tokens that `compute_cost` starts from for `model` (the base tier,
     standard service, 5-minute cache writes): genai-prices' where it knows the model."""
     try:
-        info = _genai_model(model)
-        if info is not None:
-            p = info.get_prices(datetime.now(tz=UTC))
+        found = _genai_model(model)
+        if found is not None:
+            p = _prices_at(found, datetime.now(tz=UTC), None)
 
             def base(value: Any) -> float | None:
-                value = getattr(value, "base", value)
+                if isinstance(value, list):
+                    value = value[0]
                 return None if value is None else float(value)
 
-            write = p.cache_write_mtok if p.cache_write_mtok is not None else p.cache_write_5m_mtok
-            found = ModelPrices(
-                input=base(p.input_mtok),
-                output=base(p.output_mtok),
-                cache_read=base(p.cache_read_mtok),
-                cache_write=base(write),
+            write = p.get("cache_write")
+            found_prices = ModelPrices(
+                input=base(p.get("input")),
+                output=base(p.get("output")),
+                cache_read=base(p.get("cache_read")),
+                cache_write=base(write if write is not None else p.get("cache_write_5m")),
             )
-            if found.input is not None and found.output is not None:
-                return found
+            if found_prices.input is not None and found_prices.output is not None:
+                return found_prices
     except Exception:  # noqa: BLE001 - as in compute_cost
         pass
     return model.prices

@@ -73,7 +73,7 @@ from ._transport import (
     _own_socket,
     _Socket,
     _spawn_detached,
-    shared_client,
+    shared_client_async,
 )
 from ._types import AssistantMessage, Context, StreamError
 from ._wire import Translator, WireAPI, _endpoint, bind_stream
@@ -250,7 +250,7 @@ class AssistantStream:
         opts = self._options
         while True:
             if self._client is None:
-                self._client = opts.client or shared_client()
+                self._client = opts.client or await shared_client_async()
             error = await self._send()
             if error is None:
                 return

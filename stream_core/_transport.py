@@ -11,6 +11,8 @@ limits, the drain after the terminal event) live here so transport set-up has on
 from __future__ import annotations
 
 import asyncio
+import ssl
+import threading
 import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
@@ -93,19 +95,65 @@ _DRAIN_TIMEOUT = 0.05
 _DRAIN_LIMIT = 64 * 1024
 
 
+_ssl_context: ssl.SSLContext | None = None
+_ssl_lock = threading.Lock()
+
+
+def _client_setup() -> ssl.SSLContext:
+    """The process's one TLS context for the shared clients, made on first use.
+
+    Loading the certificate bundle costs some 80-170 ms and the first client construction
+    imports httpcore (and trio, where installed): work a first call must not do on the
+    event loop. `shared_client_async` runs this in a worker thread (OpenSSL releases the
+    GIL while it reads the bundle), once per process rather than once per event loop.
+    """
+    global _ssl_context
+    with _ssl_lock:
+        if _ssl_context is None:
+            import httpcore  # noqa: F401 - httpx imports it at the first client: do it here
+
+            # What `httpx.AsyncClient(verify=True)` builds: certifi's bundle, or
+            # SSL_CERT_FILE / SSL_CERT_DIR from the environment.
+            _ssl_context = httpx.create_ssl_context(trust_env=True)
+        return _ssl_context
+
+
+def _new_client(key: object, context: ssl.SSLContext) -> httpx.AsyncClient:
+    client = httpx.AsyncClient(timeout=None, limits=_SHARED_LIMITS, verify=context)
+    _shared[key] = client
+    _spawn_detached(lambda: _close_at_loop_end(client))
+    return client
+
+
 def shared_client() -> httpx.AsyncClient:
     """The keep-alive client that calls without `options.client` share on this event loop.
 
     One per loop (asyncio loop or trio run), made on first use (TLS set-up costs some
     20 ms, so once, not per call) and closed when the loop ends. Timeouts come with each
-    request, so the client has none of its own.
+    request, so the client has none of its own. Calls take it through
+    `shared_client_async`, which never does the process's first set-up on the loop; this
+    synchronous form does it in place when nothing did it before.
     """
     key = _loop_key()
     client = _shared.get(key)
     if client is None or client.is_closed:
-        client = httpx.AsyncClient(timeout=None, limits=_SHARED_LIMITS)
-        _shared[key] = client
-        _spawn_detached(lambda: _close_at_loop_end(client))
+        client = _new_client(key, _ssl_context or _client_setup())
+    return client
+
+
+async def shared_client_async() -> httpx.AsyncClient:
+    """`shared_client()`, with the process's first set-up (TLS context, httpcore import)
+    done in a worker thread, off the event loop."""
+    key = _loop_key()
+    client = _shared.get(key)
+    if client is not None and not client.is_closed:
+        return client
+    context = _ssl_context
+    if context is None:
+        context = await anyio.to_thread.run_sync(_client_setup)
+    client = _shared.get(key)  # another call may have made it while this one waited
+    if client is None or client.is_closed:
+        client = _new_client(key, context)
     return client
 
 

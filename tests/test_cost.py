@@ -1,11 +1,17 @@
-"""Cost: genai-prices where it knows the model, the model's prices otherwise, None when
-nobody knows, and never an exception."""
+"""Cost: genai-prices' data where it knows the model, the model's prices otherwise, None when
+nobody knows, and never an exception. The data is our compact table (`prices.json`, from
+scripts/generate_prices.py); genai-prices itself is the reference here."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import subprocess
+import sys
 from collections import deque
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import genai_prices
@@ -334,12 +340,12 @@ def test_long_cache_is_honored_by_anthropic_itself_and_other_apis() -> None:
 def test_a_local_server_is_priced_by_its_own_prices_without_loading_the_price_data(
     base_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # genai-prices' data costs tens of MB to load: a model served on this machine or the
-    # local network never triggers it (nobody prices it), whatever its name.
-    def no_lookup(model: Model) -> Any:
-        raise AssertionError("genai-prices consulted for a local server")
+    # A model served on this machine or the local network never reads the price table
+    # (nobody prices it), whatever its name.
+    def no_lookup() -> Any:
+        raise AssertionError("price table consulted for a local server")
 
-    monkeypatch.setattr(genai_prices.data_snapshot, "get_snapshot", no_lookup)
+    monkeypatch.setattr(cost_module, "_table", no_lookup)
     local = Model(
         id="gpt-4o",
         api="openai-completions",
@@ -349,3 +355,227 @@ def test_a_local_server_is_priced_by_its_own_prices_without_loading_the_price_da
     )
     cost = compute_cost(local, Usage(input=1_000_000, output=1_000_000))
     assert cost is not None and cost.total == 3.0
+
+
+# --- the price table against genai-prices ---------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "generate_prices", ROOT / "scripts" / "generate_prices.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_price_table_is_what_the_installed_genai_prices_gives(tmp_path: Path) -> None:
+    gen = _generator()
+    shipped = ROOT / "stream_core" / "prices.json"
+    assert gen.main(["--check", "--out", str(shipped)]) == 0, (
+        "stream_core/prices.json is stale: run `uv run python scripts/generate_prices.py`"
+    )
+    stale = tmp_path / "prices.json"
+    stale.write_text(shipped.read_text(encoding="utf-8").replace('"input":3,', '"input":4,', 1))
+    assert gen.main(["--check", "--out", str(stale)]) == 1
+
+
+def test_the_price_table_is_small_and_names_its_source() -> None:
+    size = (ROOT / "stream_core" / "prices.json").stat().st_size
+    assert size < 600_000
+    source = cost_module.prices_source()
+    assert source["genai_prices"] == genai_prices.__version__
+
+
+def _snapshot() -> Any:
+    from genai_prices.data_snapshot import get_snapshot
+
+    return get_snapshot()
+
+
+def _pairs() -> list[tuple[Any, Any, Any]]:
+    """(genai-prices' provider, its ModelInfo, our table's model), for every model."""
+    table = cost_module._table()
+    out = []
+    for provider in _snapshot().providers:
+        ours = table[provider.id].models
+        assert [m.id for m in ours] == [m.id for m in provider.models]
+        out += [(provider, info, mine) for info, mine in zip(provider.models, ours, strict=True)]
+    return out
+
+
+def _genai_usage(u: Usage, one_hour: bool) -> Any:
+    usage = genai_prices.Usage(
+        input_tokens=u.input + u.cache_read + u.cache_write,
+        cache_read_tokens=u.cache_read,
+        cache_write_tokens=u.cache_write,
+        output_tokens=u.output,
+    )
+    if one_hour:
+        usage.cache_write_1h_tokens = u.cache_write
+    return usage
+
+
+def _check(
+    provider: Any,
+    info: Any,
+    found: cost_module._Found,
+    context: CostContext,
+    when: datetime | None = None,
+) -> str:
+    """Our cost of `found` against genai-prices' `calc_price` for `info`, for each usage;
+    returns what kind of model it was."""
+    now = when or datetime.now(tz=UTC)
+    kind = "priced"
+    for usage in USAGES:
+        ours = cost_module._genai_cost(found, usage, context, now)
+        ref = info.calc_price(
+            _genai_usage(usage, context.cache_ttl == "1h"),
+            provider,
+            genai_request_timestamp=now,
+            price_context={"service_tier": context.service_tier} if context.service_tier else None,
+        )
+        prices = {k for k, v in vars(ref.model_price).items() if v is not None}
+        if ours is None:
+            # Unknown for us: genai-prices lacks an input or output price here.
+            assert not {"input_mtok", "output_mtok"} <= prices, (provider.id, info.id)
+            return "unpriced"
+        if "requests_kcount" in prices:
+            # A price per request (Perplexity's sonar models) is not a token price: we leave
+            # it out, and so does the comparison.
+            expected = float(ref.total_price - ref.model_price.requests_kcount / 1000)
+            kind = "per request"
+        else:
+            expected = float(ref.total_price)
+        assert ours.total == pytest.approx(expected, rel=1e-9, abs=1e-15), (
+            provider.id,
+            info.id,
+            usage,
+            context,
+            now,
+        )
+        if not prices:
+            kind = "free"
+    return kind
+
+
+@pytest.mark.parametrize(
+    "context",
+    [CostContext(), CostContext(cache_ttl="1h")],
+    ids=["5m", "1h"],
+)
+def test_every_model_of_the_table_costs_what_genai_prices_says(context: CostContext) -> None:
+    seen: dict[str, int] = {}
+    providers = set()
+    for provider, info, mine in _pairs():
+        kind = _check(provider, info, cost_module._Found(mine, False), context)
+        seen[kind] = seen.get(kind, 0) + 1
+        providers.add(provider.id)
+    assert seen["priced"] > 2000 and seen.get("free", 0) > 0, seen
+    assert len(providers) == len(_snapshot().providers)
+
+
+def test_service_tier_variants_cost_what_genai_prices_says() -> None:
+    checked = 0
+    for provider, info, mine in _pairs():
+        tiers = {
+            v.when["service_tier"]
+            for v in info.price_variants or ()
+            if set(v.when) == {"service_tier"}
+        }
+        for tier in tiers:
+            _check(provider, info, cost_module._Found(mine, False), CostContext(service_tier=tier))
+            checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        datetime(2024, 1, 1, 12, tzinfo=UTC),
+        datetime(2025, 6, 1, 2, 30, tzinfo=UTC),
+        datetime(2025, 12, 1, 17, tzinfo=UTC),
+        datetime(2026, 3, 1, 8, tzinfo=UTC),
+        datetime(2026, 9, 1, 0, 45, tzinfo=UTC),
+    ],
+)
+def test_dated_prices_cost_what_genai_prices_says_at_each_date(when: datetime) -> None:
+    checked = 0
+    for provider, info, mine in _pairs():
+        if isinstance(mine.prices, list):
+            _check(provider, info, cost_module._Found(mine, False), CostContext(), when)
+            checked += 1
+    assert checked > 100
+
+
+def test_every_model_id_is_found_as_genai_prices_finds_it() -> None:
+    # By each provider and each model's own id (some ids do not match their own rules:
+    # then neither finds them).
+    found_some = 0
+    for provider, info, _ in _pairs():
+        ours = cost_module._lookup(provider.id, "", info.id)
+        try:
+            _, expected = _snapshot().find_provider_model(info.id, None, provider.id, None)
+        except LookupError:
+            expected = None
+        assert (ours and ours.model.id) == (expected and expected.id), (provider.id, info.id)
+        found_some += ours is not None
+    assert found_some > 2000
+
+
+@pytest.mark.parametrize(
+    ("provider", "model_id"),
+    [
+        # Through a fallback provider (Azure serves OpenAI's models), or the provider's own.
+        ("azure-openai", "gpt-4o"),
+        ("azure-openai", "gpt-5"),
+        ("google-vertex", "claude-sonnet-4-5"),
+        # A compact date retried dashed, as genai-prices does.
+        ("openai", "gpt-4.1-mini-20250414"),
+    ],
+)
+def test_lookups_through_fallbacks_and_dates_find_genai_prices_model(
+    provider: str, model_id: str
+) -> None:
+    genai_id = cost_module._GENAI_PROVIDER[provider]
+    genai_provider, info = _snapshot().find_provider_model(model_id, None, genai_id, None)
+    found = cost_module._lookup(genai_id, "", model_id)
+    assert found is not None and found.model.id == info.id
+    assert found.fallback == (not any(info is m for m in genai_provider.models))
+    assert found.fallback == provider.startswith("azure")
+    assert genai_provider.id == genai_id
+    _check(genai_provider, info, found, CostContext(service_tier="flex"))
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "https://api.perplexity.ai",
+        "https://api.together.xyz/v1",
+        "https://api.anthropic.com",
+        "https://nowhere.example/v1",
+    ],
+)
+def test_a_provider_by_api_url_is_genai_prices_one(base_url: str) -> None:
+    found = cost_module._find_provider(cost_module._table(), None, base_url)
+    try:
+        expected = _snapshot().find_provider(None, None, base_url).id
+    except LookupError:
+        expected = None
+    assert (found.id if found is not None else None) == expected
+
+
+def test_stream_core_never_imports_genai_prices() -> None:
+    code = (
+        "import sys, stream_core\n"
+        "from stream_core import Usage, get_model, list_models\n"
+        "from stream_core._cost import compute_cost, list_prices\n"
+        "m = get_model('anthropic', 'claude-sonnet-4-5')\n"
+        "assert compute_cost(m, Usage(input=10, output=10)).total > 0\n"
+        "assert list_prices(get_model('openai', 'gpt-4o')).input == 2.5\n"
+        "assert 'genai_prices' not in sys.modules, 'genai_prices imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from .._cost import list_prices
+from .._cost import list_prices, prices_source
 from .._models import catalog_source, list_models, model_apis
 from ._common import usage_error
 from ._render import table
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 )
             )
         table(out, f"{provider} ({len(rows) - 1} models; prices in USD per million tokens)", rows)
-    from genai_prices import __version__ as prices_version
+    prices_version = prices_source()["genai_prices"]
 
     source = catalog_source()
     out.write(
