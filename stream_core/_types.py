@@ -553,3 +553,13 @@ class Context(BaseModel):
     system_prompt: str | None = None
     messages: list[_Tagged] = Field(default_factory=list)
     tools: list[Tool] | None = None
+
+    if typing.TYPE_CHECKING:
+        # Any sequence of messages: `list[ModelMessage]` (from `model_messages`) too.
+        def __init__(
+            self,
+            *,
+            system_prompt: str | None = None,
+            messages: Sequence[Message] = ...,
+            tools: list[Tool] | None = None,
+        ) -> None: ...
