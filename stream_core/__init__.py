@@ -31,7 +31,14 @@ from ._events import (
     ToolCallStart,
     event_to_json,
 )
-from ._jsonl import HistoryFormatError, Record, dump_messages, load_messages, messages_only
+from ._jsonl import (
+    HistoryFormatError,
+    Record,
+    dump_messages,
+    load_messages,
+    messages_only,
+    model_messages,
+)
 from ._models import Model, ModelPrices, get_model, list_models, register_model
 from ._options import THINKING_BUDGETS, PayloadHook, ReasoningEffort, StreamOptions, ToolChoice
 from ._output import OutputMode
@@ -43,6 +50,7 @@ from ._registry import (
     list_providers,
     stream,
 )
+from ._roles import BashExecution, BranchSummary, CompactionSummary
 from ._stream import AssistantStream
 from ._sync import SyncStream, complete_sync, stream_sync
 from ._tokens import (
@@ -68,9 +76,11 @@ from ._types import (
     AssistantMessage,
     Context,
     Cost,
+    CustomMessage,
     ErrorKind,
     ImageContent,
     Message,
+    ModelMessage,
     StopReason,
     StreamError,
     TextContent,
@@ -81,6 +91,7 @@ from ._types import (
     UnknownContent,
     Usage,
     UserMessage,
+    register_message_role,
 )
 
 # In a source checkout `providers/` and `contract_tests/` sit beside this package; the wheel
@@ -96,8 +107,12 @@ __all__ = [
     "AssistantMessage",
     "AssistantStream",
     "AssistantStreamEvent",
+    "BashExecution",
+    "BranchSummary",
+    "CompactionSummary",
     "Context",
     "Cost",
+    "CustomMessage",
     "Delta",
     "ErrorKind",
     "HistoryFormatError",
@@ -107,6 +122,7 @@ __all__ = [
     "MessageStart",
     "MessageUpdate",
     "Model",
+    "ModelMessage",
     "ModelPrices",
     "OutputMode",
     "PayloadHook",
@@ -161,6 +177,8 @@ __all__ = [
     "list_providers",
     "load_messages",
     "messages_only",
+    "model_messages",
+    "register_message_role",
     "register_model",
     "repair_tool_pairs",
     "stream",

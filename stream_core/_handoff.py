@@ -14,12 +14,14 @@ from ._tools import repair_tool_pairs
 from ._types import (
     AssistantMessage,
     Context,
-    Message,
+    CustomMessage,
+    ModelMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UnknownContent,
+    expand_messages,
 )
 
 __all__ = [
@@ -131,18 +133,19 @@ def prepare_messages(
     provider: str,
     model_id: str,
     normalize_id: Callable[[str], str] | None = None,
-) -> list[Message]:
+) -> list[ModelMessage]:
     """The context's messages as the target model may receive them, in a new list.
 
     Assistant turns from another model lose vendor artifacts (their reasoning becomes
     plain text); tool-call ids go through `normalize_id`, are made non-empty and unique in
     the request (a history may hold empty or repeated ones), and results follow their call;
-    finally call/result pairing is repaired. The context is never mutated: changed messages
-    and blocks are copies.
+    finally call/result pairing is repaired. Records of a registered role are their
+    conversion (`stream()` has already converted them; a context built by hand may still
+    hold some). The context is never mutated: changed messages and blocks are copies.
     """
     ids = _IdMap(normalize_id)
-    out: list[Message] = []
-    for turn, message in enumerate(context.messages):
+    out: list[ModelMessage] = []
+    for turn, message in enumerate(expand_messages(context.messages, "context.messages")):
         if isinstance(message, AssistantMessage):
             out.append(_prepare_assistant(message, turn, ids, api, provider, model_id))
         elif isinstance(message, ToolResultMessage):
@@ -157,7 +160,8 @@ def prepare_messages(
             out.append(message)
         else:
             out.append(message)
-    return repair_tool_pairs(out).messages
+    # The repair adds built-in messages only.
+    return [m for m in repair_tool_pairs(out).messages if not isinstance(m, CustomMessage)]
 
 
 def _prepare_assistant(

@@ -1,7 +1,10 @@
 """History as append-only JSONL: one message per line.
 
-A record we don't understand (a role from a newer version, a harness's own bookkeeping line)
-is kept as a plain dict and written back unchanged, and so is a block of a type we don't
+A record of a registered role (`CustomMessage`: a compaction summary, a shell command the
+user ran, ...) loads as its class and is written back with its unknown fields, like the
+built-in messages. A record we don't understand (a role from a newer version or nobody
+registered, a harness's own bookkeeping line) is kept as a plain dict and written back
+unchanged, and so is a block of a type we don't
 know inside a known message (`UnknownContent`), so no tool in a pipeline loses data it
 doesn't know about. Files written by `dump_messages` round-trip byte for byte.
 """
@@ -15,7 +18,14 @@ from typing import IO, Any, TypeAlias
 
 from pydantic import BaseModel, ValidationError
 
-from ._types import KEEP_UNKNOWN_BLOCKS, MESSAGE_ADAPTER, Message
+from ._types import (
+    KEEP_UNKNOWN_BLOCKS,
+    MESSAGE_ADAPTER,
+    Message,
+    ModelMessage,
+    expand_messages,
+    registered_role,
+)
 
 __all__ = [
     "HistoryFormatError",
@@ -23,10 +33,12 @@ __all__ = [
     "dump_messages",
     "load_messages",
     "messages_only",
+    "model_messages",
 ]
 
 Record: TypeAlias = Message | dict[str, Any]
-"""A validated message, or a record with an unknown (or no) role kept as loaded."""
+"""A validated message (built-in or of a registered role), or a record with an unknown (or
+no) role kept as loaded."""
 
 _KNOWN_ROLES = frozenset({"user", "assistant", "tool_result"})
 
@@ -115,17 +127,21 @@ def _decode(line: str, lineno: int) -> Record:
     if not isinstance(data, dict):
         raise HistoryFormatError(lineno, f"expected a JSON object, got {type(data).__name__}")
     role = data.get("role")
-    if not isinstance(role, str) or role not in _KNOWN_ROLES:
+    custom = registered_role(role)
+    if not isinstance(role, str) or (role not in _KNOWN_ROLES and custom is None):
         return data
     try:
+        if custom is not None:
+            return custom.model_validate(data, context=KEEP_UNKNOWN_BLOCKS)
         return MESSAGE_ADAPTER.validate_python(data, context=KEEP_UNKNOWN_BLOCKS)
     except ValidationError as e:
         raise HistoryFormatError(lineno, f"invalid {role} message: {_error_path(e, role)}") from e
 
 
 def load_messages(file: str | os.PathLike[str] | IO[str]) -> list[Record]:
-    """Read a JSONL history: user/assistant/tool_result records become models, any other
-    record (unknown or no role) stays a plain dict. Blank lines are skipped.
+    """Read a JSONL history: user/assistant/tool_result records and those of a registered
+    role (`register_message_role`, at the time of loading) become models, any other record
+    (unknown or no role) stays a plain dict. Blank lines are skipped.
 
     Raises `HistoryFormatError` (a `ValueError`) naming the line number for a line that is
     not a JSON object, and also the field path for a known message that fails validation.
@@ -144,5 +160,14 @@ def _load_lines(lines: Iterable[str]) -> list[Record]:
 
 
 def messages_only(records: Iterable[Record]) -> list[Message]:
-    """The validated messages, dropping unknown records (e.g. to build a `Context`)."""
+    """The messages, dropping the records of unknown roles: what `Context(messages=...)`
+    takes, and what a harness continues and saves again. Records of registered roles are
+    kept as they are (they are sent as their conversion: see `model_messages`)."""
     return [r for r in records if not isinstance(r, dict)]
+
+
+def model_messages(records: Iterable[Record]) -> list[ModelMessage]:
+    """What the model reads of a history: records of unknown roles dropped, each record of
+    a registered role replaced by its `to_messages()`. Every provider sends this (after its
+    own handoff preparation: another vendor's thinking as text, tool-call ids, repair)."""
+    return expand_messages(messages_only(records))

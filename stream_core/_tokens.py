@@ -14,6 +14,7 @@ from typing import Any
 from ._types import (
     AssistantMessage,
     Context,
+    CustomMessage,
     ImageContent,
     Message,
     TextContent,
@@ -22,6 +23,7 @@ from ._types import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    expand_message,
 )
 
 __all__ = [
@@ -99,9 +101,12 @@ def estimate_message_tokens(message: Message | Mapping[str, Any]) -> int:
     """Estimated input tokens for one message, including `MESSAGE_OVERHEAD_TOKENS`.
 
     Counts text, thinking text, tool call names and JSON arguments, tool result content, and
-    `IMAGE_TOKENS` per image. A plain dict record (an unknown role kept from a history file)
-    counts as its JSON text.
+    `IMAGE_TOKENS` per image. A record of a registered role counts as what it is sent as
+    (its `to_messages()`, each with its overhead). A plain dict record (an unknown role kept
+    from a history file) counts as its JSON text.
     """
+    if isinstance(message, CustomMessage):
+        return sum(estimate_message_tokens(m) for m in expand_message(message, "message"))
     if isinstance(message, UserMessage):
         if isinstance(message.content, str):
             body = estimate_tokens(message.content)
@@ -125,7 +130,8 @@ def _tool_tokens(tool: Tool) -> int:
 
 
 def estimate_context_tokens(context: Context) -> int:
-    """Estimated input tokens for a whole request: system prompt, messages, and tools."""
+    """Estimated input tokens for a whole request: system prompt, messages (records of a
+    registered role as their conversion), and tools."""
     total = estimate_tokens(context.system_prompt or "")
     total += sum(estimate_message_tokens(m) for m in context.messages)
     total += sum(_tool_tokens(t) for t in context.tools or ())

@@ -292,6 +292,8 @@ def audit_tool_pairs(messages: Sequence[Message]) -> ToolPairAudit:
 
     The most recent unanswered call with that id wins (ids are normally unique, but a
     history spliced from several sessions may reuse one), so each call takes one result.
+    Records of a registered role (`CustomMessage`) are passed over: they are neither calls
+    nor results (a conversion holding calls is paired when it is sent).
     """
     # id -> unanswered calls with that id, oldest first; also the call's position so the
     # unpaired list comes back in history order.
@@ -333,7 +335,8 @@ def repair_tool_pairs(messages: Sequence[Message]) -> RepairedHistory:
     """A copy of `messages` where every call has a result and every result has a call.
 
     Unanswered calls get an error result placed after the results that follow their
-    assistant message; orphan results are dropped. The input is never mutated.
+    assistant message; orphan results are dropped. Records of a registered role are kept
+    where they are. The input is never mutated.
     """
     report = audit_tool_pairs(messages)
     if not (report.unpaired_calls or report.orphan_results):
@@ -345,6 +348,7 @@ def repair_tool_pairs(messages: Sequence[Message]) -> RepairedHistory:
     inserts: dict[int, list[ToolResultMessage]] = {}
     for index, call in report.unpaired_calls:
         assistant = messages[index]
+        assert isinstance(assistant, AssistantMessage)  # the audit found a call there
         at = index + 1
         while at < len(messages) and isinstance(messages[at], ToolResultMessage):
             at += 1

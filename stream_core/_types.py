@@ -8,7 +8,9 @@ round-trips through JSON exactly (`model_dump(mode="json")` then `model_validate
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal, TypeAlias
+import typing
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -16,11 +18,19 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PlainValidator,
+    PrivateAttr,
     RootModel,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
     Tag,
     TypeAdapter,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "KEEP_UNKNOWN_BLOCKS",
@@ -28,9 +38,11 @@ __all__ = [
     "AssistantMessage",
     "Context",
     "Cost",
+    "CustomMessage",
     "ErrorKind",
     "ImageContent",
     "Message",
+    "ModelMessage",
     "StopReason",
     "StreamError",
     "TextContent",
@@ -41,6 +53,8 @@ __all__ = [
     "UnknownContent",
     "Usage",
     "UserMessage",
+    "expand_messages",
+    "register_message_role",
 ]
 
 
@@ -280,13 +294,228 @@ class ToolResultMessage(_Model):
     timestamp: int = Field(default_factory=_now_ms)
 
 
-Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
-"""Any message of a history. A plain union: `list[Message]` annotates a list mixing kinds
-(mypy infers a private base class for an unannotated one), and `isinstance(x, Message)`
-tells a message from an unknown `load_messages` record."""
-_Tagged = Annotated[Message, Field(discriminator="role")]
+class _Layout:
+    """The keys of a record as it was loaded, in their order. Not part of the record's value:
+    equal to any other layout (and to none), so a loaded record equals the one written."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, _Layout)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"_Layout({self.keys!r})"
+
+
+class CustomMessage(_Model):
+    """The base of a message role of the harness's own (a compaction summary, a shell command
+    the user ran, ...): a record kept in the history as it is, and sent to the model as the
+    built-in messages `to_messages()` returns.
+
+    A subclass declares `role: Literal["my_role"] = "my_role"` and its fields, overrides
+    `to_messages`, and is registered with `register_message_role` (a class decorator). Then
+    `Context` takes it beside the built-in messages, every provider sends its conversion,
+    `load_messages` returns it as an instance and `dump_messages` writes it back (unknown
+    fields kept, like the built-in messages).
+    """
+
+    role: str
+    _layout: _Layout | None = PrivateAttr(default=None)
+
+    def __init__(self, /, **data: Any) -> None:
+        super().__init__(**data)
+        self._layout = None  # made in code, not loaded: written with all its fields
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_layout(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        message = handler(data)
+        if isinstance(data, dict) and isinstance(message, CustomMessage):
+            message._layout = _Layout(tuple(str(k) for k in data))
+        return message
+
+    @model_serializer(mode="wrap")
+    def _dump_as_loaded(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A record made from data (a history line) is written back with the keys it had, in
+        # their order: a field it lacked is not added with its default, so a harness's own
+        # records round-trip byte for byte. Fields set since come after them.
+        data = handler(self)
+        layout = self._layout
+        if layout is None or not isinstance(data, dict):
+            return data
+        position = {k: n for n, k in enumerate(layout.keys)}
+        late = len(position)
+        aliases: dict[str, str] = {
+            name: field.alias for name, field in type(self).model_fields.items() if field.alias
+        }
+        order: list[tuple[int, str]] = []
+        for key in data:
+            at = position.get(key, position.get(aliases.get(key) or key, late))
+            if at < late or key in self.model_fields_set or key in (self.__pydantic_extra__ or ()):
+                order.append((at, key))
+        order.sort(key=lambda entry: entry[0])  # stable: keys set since keep their order
+        return {key: data[key] for _, key in order}
+
+    def to_messages(self) -> Sequence[Message]:
+        """What the model reads in place of this record: built-in messages (or other
+        registered records, converted in turn). Called when a request is built, so the same
+        record must always give the same messages (prompt caches match on them)."""
+        raise NotImplementedError(f"{type(self).__name__} must define to_messages()")
+
+
+ModelMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+"""A message a model reads: what providers send, and what `CustomMessage.to_messages`
+returns."""
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage
+"""Any message of a history: the built-in ones and records of a registered role. A plain
+union: `list[Message]` annotates a list mixing kinds (mypy infers a private base class for
+an unannotated one), and `isinstance(x, Message)` tells a message from an unknown
+`load_messages` record."""
+
+_BUILTIN_ROLES = ("user", "assistant", "tool_result")
+_ROLES: dict[str, type[CustomMessage]] = {}
+_C = TypeVar("_C", bound=CustomMessage)
+_MAX_EXPANSION_DEPTH = 8
+
+
+def register_message_role(cls: type[_C]) -> type[_C]:
+    """Register a `CustomMessage` subclass under its role (usable as a class decorator).
+
+    Raises TypeError when `cls` is not such a class, its `role` is not one `Literal`
+    string, or it does not define `to_messages`; ValueError when the role is a built-in one
+    or another class has it. Registering a class again (or a redefinition of the same class,
+    e.g. a notebook cell run twice) replaces it.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, CustomMessage)) or cls is CustomMessage:
+        raise TypeError(f"register_message_role takes a CustomMessage subclass, not {cls!r}")
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    field = cls.model_fields.get("role")
+    values = typing.get_args(field.annotation) if field is not None else ()
+    if (
+        field is None
+        or typing.get_origin(field.annotation) is not Literal
+        or len(values) != 1
+        or not isinstance(values[0], str)
+        or not values[0]
+    ):
+        raise TypeError(
+            f"{name}: declare its role as one string, e.g. `role: Literal['my_role'] = 'my_role'`"
+        )
+    role: str = values[0]
+    if role in _BUILTIN_ROLES:
+        raise ValueError(f"{name}: {role!r} is a built-in message role")
+    if cls.to_messages is CustomMessage.to_messages:
+        raise TypeError(f"{name} must define to_messages()")
+    existing = _ROLES.get(role)
+    if existing is not None and f"{existing.__module__}.{existing.__qualname__}" != name:
+        raise ValueError(
+            f"message role {role!r} is already registered to "
+            f"{existing.__module__}.{existing.__qualname__}"
+        )
+    _ROLES[role] = cls
+    return cls
+
+
+def registered_role(role: object) -> type[CustomMessage] | None:
+    """The class registered for `role`, or None."""
+    return _ROLES.get(role) if isinstance(role, str) else None
+
+
+def _role_list() -> str:
+    registered = ", ".join(sorted(_ROLES)) or "none"
+    return f"built-in: {', '.join(_BUILTIN_ROLES)}; registered: {registered}"
+
+
+def _role_tag(value: Any) -> str | None:
+    role = value.get("role") if isinstance(value, dict) else getattr(value, "role", None)
+    if not isinstance(role, str):
+        return None  # no tag: pydantic names the missing discriminator
+    return role if role in _BUILTIN_ROLES else "custom"
+
+
+def _custom_message(value: Any, info: ValidationInfo) -> CustomMessage:
+    role = value.get("role") if isinstance(value, dict) else getattr(value, "role", None)
+    cls = registered_role(role)
+    if cls is None:
+        raise PydanticCustomError(
+            "unknown_role",
+            "unknown message role {role} ({roles}; register_message_role adds one)",
+            {"role": repr(role), "roles": _role_list()},
+        )
+    if isinstance(value, cls):
+        return value  # like a built-in message instance: kept, not copied
+    if isinstance(value, CustomMessage):
+        raise PydanticCustomError(
+            "unregistered_class",
+            "a {cls} has role {role}, which is registered to {registered}",
+            {
+                "cls": type(value).__name__,
+                "role": repr(role),
+                "registered": cls.__qualname__,
+            },
+        )
+    return cls.model_validate(value, context=info.context)
+
+
+_Tagged = Annotated[
+    Annotated[UserMessage, Tag("user")]
+    | Annotated[AssistantMessage, Tag("assistant")]
+    | Annotated[ToolResultMessage, Tag("tool_result")]
+    # Serialized as the instance's own class (all its fields), not as the base.
+    | Annotated[SerializeAsAny[CustomMessage], PlainValidator(_custom_message), Tag("custom")],
+    Discriminator(_role_tag),
+]
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(_Tagged)
 MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[_Tagged])
+_ModelTagged = Annotated[ModelMessage, Field(discriminator="role")]
+MODEL_MESSAGE_ADAPTER: TypeAdapter[ModelMessage] = TypeAdapter(_ModelTagged)
+
+
+def expand_messages(messages: Sequence[Message], where: str = "messages") -> list[ModelMessage]:
+    """`messages` with every record of a registered role replaced by its `to_messages()`
+    (converted again while they hold such records), in a new list; built-in messages are
+    the same objects. Raises TypeError naming `where[index]` when a conversion returns
+    something that is not a message, or keeps returning records of its own."""
+    out: list[ModelMessage] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, CustomMessage):
+            out.extend(expand_message(m, f"{where}[{i}]"))
+        else:
+            out.append(m)
+    return out
+
+
+def expand_message(message: CustomMessage, where: str, depth: int = 0) -> list[ModelMessage]:
+    """One record's conversion (see `expand_messages`); errors name `where`."""
+    name = type(message).__name__
+    if depth >= _MAX_EXPANSION_DEPTH:
+        raise TypeError(
+            f"{where}: {name}.to_messages() still returns records of a custom role after "
+            f"{_MAX_EXPANSION_DEPTH} conversions (a cycle?)"
+        )
+    produced = message.to_messages()
+    if isinstance(produced, (str, bytes, BaseModel)) or not isinstance(produced, Sequence):
+        raise TypeError(
+            f"{where}: {name}.to_messages() must return a list of messages, "
+            f"not {type(produced).__name__}"
+        )
+    out: list[ModelMessage] = []
+    for item in produced:
+        if isinstance(item, CustomMessage):
+            out.extend(expand_message(item, where, depth + 1))
+        elif isinstance(item, (UserMessage, AssistantMessage, ToolResultMessage)):
+            out.append(item)
+        else:
+            raise TypeError(
+                f"{where}: {name}.to_messages() returned a {type(item).__name__}, not a message"
+            )
+    return out
 
 
 # --- tools and context ------------------------------------------------------------------
@@ -312,9 +541,25 @@ class Tool(_Model):
 
 
 class Context(BaseModel):
+    """What a call sends: the system prompt, the history and the tools.
+
+    `messages` holds built-in messages and records of registered roles (`CustomMessage`);
+    each of those is sent as its `to_messages()`. A role nobody registered raises, naming
+    the index."""
+
     # Forbid unknown fields: a typo such as `system=` must fail at the call, naming the field.
     model_config = ConfigDict(extra="forbid")
 
     system_prompt: str | None = None
     messages: list[_Tagged] = Field(default_factory=list)
     tools: list[Tool] | None = None
+
+    if typing.TYPE_CHECKING:
+        # Any sequence of messages: `list[ModelMessage]` (from `model_messages`) too.
+        def __init__(
+            self,
+            *,
+            system_prompt: str | None = None,
+            messages: Sequence[Message] = ...,
+            tools: list[Tool] | None = None,
+        ) -> None: ...

@@ -30,12 +30,17 @@ from ._output import OutputMode, OutputSpec, make_output_spec
 from ._sse import Decoder, SSEBytesDecoder
 from ._types import (
     KEEP_UNKNOWN_BLOCKS,
+    MODEL_MESSAGE_ADAPTER,
     AssistantMessage,
     Context,
+    CustomMessage,
+    Message,
+    ModelMessage,
     Tool,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    expand_message,
 )
 
 if TYPE_CHECKING:
@@ -153,7 +158,9 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
 
     The context is validated again even when it is a `Context` (a field assigned after
     construction is not checked by pydantic), and the copy is what gets sent: the caller's
-    object is never mutated, nor read again while the stream runs."""
+    object is never mutated, nor read again while the stream runs. In that copy every record
+    of a registered role (`CustomMessage`) is replaced by its `to_messages()`, so providers,
+    payload hooks and the structured-output step see built-in messages only."""
     api = wire.api
     if not isinstance(model, Model):
         raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
@@ -169,7 +176,7 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
         _check_controls(wire, options)
     if isinstance(context, Context):
         for i, m in enumerate(context.messages):
-            if not isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage)):
+            if not isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)):
                 raise TypeError(
                     f"context.messages[{i}] is a {type(m).__name__}, not a message "
                     "(filter JSONL records with messages_only())"
@@ -183,8 +190,7 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
         checked = Context.model_validate(context, context=keep_unknown)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = "context." + ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"{where}: {first['msg']}") from None
+        raise ValueError(f"{_where(first['loc'])}: {first['msg']}") from None
     for i, tool in enumerate(checked.tools or ()):
         _check_json(tool.parameters, f"context.tools[{i}].parameters")
     if options is not None and options.tool_choice is not None:
@@ -194,7 +200,45 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
             for j, block in enumerate(m.content):
                 if isinstance(block, ToolCall):
                     _check_json(block.arguments, f"context.messages[{i}].content[{j}].arguments")
+    if any(isinstance(m, CustomMessage) for m in checked.messages):
+        checked = checked.model_copy(update={"messages": _converted(checked.messages)})
     return checked
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    parts = [str(p) for p in loc]
+    # The tag a record of a registered role is validated under says nothing to the caller.
+    if len(parts) > 2 and parts[0] == "messages" and parts[2] == "custom":
+        del parts[2]
+    return "context." + ".".join(parts)
+
+
+def _converted(messages: list[Message]) -> list[ModelMessage]:
+    """Each record of a registered role replaced by its conversion, checked and copied like
+    the rest of the context (a conversion may hand out objects it keeps)."""
+    out: list[ModelMessage] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, CustomMessage):
+            out.append(m)
+            continue
+        where = f"context.messages[{i}]"
+        for sent in expand_message(m, where):
+            try:
+                sent = MODEL_MESSAGE_ADAPTER.validate_python(
+                    sent.model_dump(warnings=False), context=KEEP_UNKNOWN_BLOCKS
+                )
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                field = ".".join(str(p) for p in first["loc"][1:]) or "<message>"
+                raise ValueError(
+                    f"{where}: {type(m).__name__}.to_messages() gave an invalid {sent.role} "
+                    f"message: {field}: {first['msg']}"
+                ) from None
+            if isinstance(sent, AssistantMessage):
+                for block in sent.tool_calls():
+                    _check_json(block.arguments, f"{where}: {type(m).__name__} tool call arguments")
+            out.append(sent)
+    return out
 
 
 def _check_controls(wire: WireAPI, options: StreamOptions) -> None:

@@ -33,7 +33,9 @@ from stream_core._types import (
 )
 
 UNKNOWN: dict[str, Any] = {
-    "role": "compaction_summary",
+    # A role nobody registered (compaction_summary is a registered one now: see
+    # tests/test_custom_roles.py for this same record under it).
+    "role": "session_digest",
     "summary": "Résumé: 用户要求读取文件 ✅",
     "nested": {"z": [1, 2.5, None, True, {"deep": ["ä", {"k": -0.0}]}], "a": {}},
     "id": 12345678901234567890,

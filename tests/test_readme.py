@@ -161,3 +161,55 @@ def test_the_layout_names_every_module_of_the_package() -> None:
     missing = [n for n in names if f"`{n}" not in section]
     assert not missing, f"README Layout lacks {missing}"
     assert "`stream_core.provider`" in section and "`stream_core.testing`" in section
+
+
+def own_records_snippets() -> list[str]:
+    section = README.read_text().split("## Your own records in the history")[1].split("\n## ")[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def test_the_compaction_example_runs_and_sends_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stream_core import (
+        AssistantMessage,
+        CompactionSummary,
+        TextContent,
+        UserMessage,
+        dump_messages,
+        load_messages,
+    )
+    from stream_core.testing import faux_model
+
+    compaction, own_role = own_records_snippets()
+    monkeypatch.chdir(tmp_path)
+    said = {"api": "faux", "provider": "faux", "model": "m"}
+    dump_messages(
+        [
+            CompactionSummary(summary="Older summary.", timestamp=1),
+            UserMessage(content="Plan a trip to Lyon.", timestamp=2),
+            AssistantMessage(content=[TextContent(text="Train or car?")], **said),
+            UserMessage(content="Train.", timestamp=3),
+            AssistantMessage(content=[TextContent(text="The 9:00 TGV.")], **said),
+        ],
+        "session.jsonl",
+    )
+    model = faux_model(["A trip to Lyon by train is planned.", "We picked the 9:00 TGV."])
+
+    exec(compile(compaction, "README.md", "exec"), {"__name__": "readme", "model": model})
+
+    saved = load_messages("session.jsonl")
+    assert isinstance(saved[0], CompactionSummary)
+    assert saved[0].summary == "A trip to Lyon by train is planned."
+    assert [m.role for m in saved[1:]] == ["user", "assistant"]
+    # The summary call saw the older summary as a user turn; the next call the new one.
+    first, second = (c.messages for c in model.contexts)
+    assert isinstance(first[0], UserMessage) and "Older summary." in str(first[0].content)
+    assert all(not isinstance(m, CompactionSummary) for m in first + second)
+    assert "<summary>\nA trip to Lyon by train is planned.\n</summary>" in str(second[0].content)
+    assert second[-1].role == "user" and second[-1].content == "Where were we?"
+
+    namespace: dict[str, object] = {"__name__": "readme"}
+    exec(compile(own_role, "README.md", "exec", dont_inherit=True), namespace)
+    todo = namespace["TodoList"](items=["book the hotel"])  # type: ignore[operator]
+    assert todo.to_messages()[0].content == "Open tasks:\n- book the hotel"
