@@ -81,6 +81,7 @@ from ._types import (
     UnknownContent,
     Usage,
     UserMessage,
+    total_usage,
 )
 
 # In a source checkout `providers/` and `contract_tests/` sit beside this package; the wheel
@@ -165,6 +166,7 @@ __all__ = [
     "repair_tool_pairs",
     "stream",
     "stream_sync",
+    "total_usage",
 ]
 
 
