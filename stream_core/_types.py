@@ -17,10 +17,10 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    RootModel,
-    Tag,
     PrivateAttr,
+    RootModel,
     SerializerFunctionWrapHandler,
+    Tag,
     TypeAdapter,
     ValidationInfo,
     field_serializer,
@@ -383,6 +383,8 @@ def total_usage(records: Iterable[object]) -> Usage:
         if isinstance(record, AssistantMessage):
             total = total + record.usage
     return total
+
+
 _Tagged = Annotated[Message, Field(discriminator="role")]
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(_Tagged)
 MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[_Tagged])
