@@ -4,3 +4,9 @@ import pytest
 pytest.register_assert_rewrite(
     "stream_core.contract_tests.grammar", "stream_core.contract_tests.kit"
 )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `run_first` (the terminal-event check) run before the rest, so the one
+    failure that explains many others comes first; the rest keep their order."""
+    items.sort(key=lambda item: not getattr(getattr(item, "function", None), "run_first", False))

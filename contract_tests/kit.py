@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 import respx
 
 import stream_core
@@ -94,6 +95,44 @@ def load_fixtures(api: str) -> list[Fixture]:
             meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
             out.append(Fixture(api, body.stem, body.read_bytes(), meta))
     return out
+
+
+def fixture_folder(api: str) -> str:
+    """Where a recording of `api` goes: the first fixtures folder (the in-repo
+    `contract_tests/fixtures/`, or `--stream-core-fixtures` for a plugin), then `<api>/`."""
+    base = FIXTURE_DIRS[0] if FIXTURE_DIRS else FIXTURES
+    return f"{base}/{api}/"
+
+
+PLAIN_TEXT = "a plain text answer (expect: stop_reason stop, content text blocks only)"
+ERROR_EVENT = (
+    "the vendor's error event before any content (expect: error_kind overloaded, "
+    "rate_limit or server, content [])"
+)
+LENGTH_TOOL_CALL = (
+    "a tool call cut by the output limit (expect: stop_reason length, the call truncated)"
+)
+JSON_ANSWER = (
+    'the vendor\'s non-streamed JSON answer (its .json with "headers": '
+    '{"content-type": "application/json"})'
+)
+
+
+def missing_recording(apis: Sequence[str], what: str) -> str:
+    """The sentence a test without a recording to run on says: which file to add."""
+    if not apis:
+        return "no API under test (pass --stream-core-provider=MODULE)"
+    return "; ".join(f"add {fixture_folder(api)}<name>.body + .json: {what}" for api in apis)
+
+
+def cases_or_missing(cases: Sequence[Any], apis: Sequence[str], what: str) -> list[Any]:
+    """Parameters for a test over recordings: the cases, or, when there are none, one
+    skipped parameter whose reason names the recording to add (pytest's own skip says only
+    "got empty parameter set", which names no file)."""
+    if cases:
+        return list(cases)
+    reason = f"no recording to run on: {missing_recording(apis, what)}"
+    return [pytest.param(None, id="no-recording", marks=pytest.mark.skip(reason=reason))]
 
 
 def contract_model(api: str, **overrides: Any) -> Model:
@@ -306,7 +345,7 @@ def text_case(api: str) -> Fixture:
         and any(b["type"] == "text" for b in f.expect.get("content", []))
         and all(b["type"] in ("text", "thinking") for b in f.expect["content"])
     ]
-    assert cases, f"{api}: needs a recording of a plain text answer"
+    assert cases, f"{api}: needs a recording: {missing_recording([api], PLAIN_TEXT)}"
     long_enough = [f for f in cases if len(framing(api).frames(f.body)) >= 4]
     return min(long_enough or cases, key=lambda f: len(f.body))
 

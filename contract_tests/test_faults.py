@@ -20,14 +20,18 @@ import respx
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     API_KEY,
+    ERROR_EVENT,
+    LENGTH_TOOL_CALL,
     Fixture,
     Run,
     apis_under_test,
+    cases_or_missing,
     check_expect,
     contract_context,
     contract_model,
     framing,
     load_fixtures,
+    missing_recording,
     options,
     run_provider,
     text_case,
@@ -60,7 +64,7 @@ def _error_case(api: str) -> Fixture:
         if f.expect.get("error_kind") in ("overloaded", "rate_limit", "server")
         and f.expect.get("content") == []
     ]
-    assert cases, f"{api}: needs a recording of the vendor's error event before any content"
+    assert cases, f"{api}: needs a recording: {missing_recording([api], ERROR_EVENT)}"
     return min(cases, key=lambda f: len(f.body))
 
 
@@ -404,10 +408,19 @@ def test_every_provider_with_tools_has_a_length_cut_tool_call() -> None:
         if any(b["type"] == "tool_call" for b in f.expect.get("content", []))
     }
     covered = {f.api for f in _length_tool_cases()}
-    assert with_tools <= covered, f"missing for {with_tools - covered}"
+    missing = sorted(with_tools - covered)
+    assert not missing, missing_recording(missing, LENGTH_TOOL_CALL)
 
 
-@pytest.mark.parametrize("fixture", _length_tool_cases(), ids=repr)
+@pytest.mark.parametrize(
+    "fixture",
+    cases_or_missing(
+        _length_tool_cases(),
+        APIS,
+        LENGTH_TOOL_CALL + " (needed only by a provider whose vendor streams tool calls)",
+    ),
+    ids=repr,
+)
 def test_length_stop_fails_every_tool_call(fixture: Fixture) -> None:
     run = _run(fixture.api, [vendor_response(fixture.api, [fixture.body])])
     message = run.message

@@ -16,23 +16,28 @@ from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     Fixture,
     apis_under_test,
+    cases_or_missing,
     check_expect,
     crlf,
     framing,
     load_fixtures,
+    missing_recording,
     one_byte,
     replay,
     split_at,
     whole,
 )
 
-CASES = [f for api in apis_under_test() for f in load_fixtures(api)]
+_ANY = "any recording of the API (start with a plain text answer, expect: stop_reason stop)"
+CASES = cases_or_missing(
+    [f for api in apis_under_test() for f in load_fixtures(api)], apis_under_test(), _ANY
+)
 
 
 def test_every_provider_has_recordings() -> None:
     """If this fails: add `contract_tests/fixtures/<api>/` with at least one case."""
     missing = [api for api in apis_under_test() if not load_fixtures(api)]
-    assert not missing, f"providers without fixtures: {missing}"
+    assert not missing, f"providers without fixtures: {missing_recording(missing, _ANY)}"
 
 
 def _signature(fixture: Fixture, chunks: list[bytes]) -> dict:

@@ -28,6 +28,7 @@ from stream_core.contract_tests.kit import (
     contract_context,
     contract_model,
     load_fixtures,
+    missing_recording,
     options,
     replay_response,
     split_at,
@@ -42,6 +43,7 @@ BACKENDS = ["asyncio"] + (["trio"] if importlib.util.find_spec("trio") else [])
 EXAMPLES = int(os.environ.get("STREAM_CORE_FUZZ_EXAMPLES", "200"))
 """Examples per provider and backend; raise it for a deeper run than CI's."""
 _SMALL = 32 * 1024  # recordings replayed hundreds of times stay small
+_ANY = "any recording of the API, best one per shape (text, tool call, error)"
 
 
 def _shape(fixture: Fixture) -> tuple[Any, ...]:
@@ -56,6 +58,8 @@ def _shape(fixture: Fixture) -> tuple[Any, ...]:
 def _recordings(api: str) -> list[Fixture]:
     """The smallest recording of each shape (stop reason, error, kinds of block), so the
     mutations reach thinking, tool calls, refusals and errors, not only plain text."""
+    if not load_fixtures(api):
+        pytest.skip(f"{api}: no recording to mutate: {missing_recording([api], _ANY)}")
     smallest: dict[tuple[Any, ...], Fixture] = {}
     for f in sorted(load_fixtures(api), key=lambda f: len(f.body)):
         if len(f.body) <= _SMALL:

@@ -381,7 +381,7 @@ WIRE = WireAPI(
     key_required=lambda model: False,
     decoder=NDJSONBytesDecoder,
     parse_response=_chat_answer,
-    providers={},  # `ollama/...` in the CLI stays the OpenAI-compatible row (/v1)
+    providers={},  # `ollama/...` resolves through get_model (ollama-chat at OLLAMA_HOST)
     controls=_CONTROLS,
     output_mode=lambda model: "native",
 )

@@ -92,6 +92,7 @@ from ._types import (
     Usage,
     UserMessage,
     register_message_role,
+    total_usage,
 )
 
 # In a source checkout `providers/` and `contract_tests/` sit beside this package; the wheel
@@ -183,6 +184,7 @@ __all__ = [
     "repair_tool_pairs",
     "stream",
     "stream_sync",
+    "total_usage",
 ]
 
 

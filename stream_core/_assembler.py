@@ -17,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import typing
 from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import Any, Literal
 
 from ._cost import CostContext, compute_cost
-from ._errors import ProtocolError
+from ._errors import RETRYABLE_KINDS, ProtocolError
 from ._events import (
     AssistantStreamEvent,
     MessageUpdate,
@@ -41,6 +42,7 @@ from ._models import Model
 from ._output import OutputSpec, read_output
 from ._types import (
     AssistantMessage,
+    ErrorKind,
     StreamError,
     TextContent,
     ThinkingContent,
@@ -51,9 +53,30 @@ __all__ = ["Assembler", "StopRule", "compute_cost"]
 
 logger = logging.getLogger("stream_core")
 
-StopRule = Literal["stop", "length", "tool_use", "refusal", "content_filter", "protocol"]
-"""What a vendor stop value means; `refusal`/`content_filter`/`protocol` end the message as
-`error` of that kind (`protocol`: the model wrote something unusable, e.g. a malformed call)."""
+StopRule = Literal["stop", "length", "tool_use"] | ErrorKind
+"""What a vendor stop value means: `stop`, `length` or `tool_use`, or an error kind
+(`ErrorKind`): the message then ends `error` of that kind, its content kept, with a text
+naming the vendor's value ("the model stopped: ERROR"). `refusal` / `content_filter` are
+the model declining; `protocol` is the model writing something unusable (a malformed call);
+any other kind is the vendor failing the call through its stop value (Cohere's `ERROR` ->
+`server`, `TIMEOUT` -> `timeout`), `retryable` as for the same kind of HTTP error."""
+
+STOP_RULES: frozenset[str] = frozenset(
+    value for part in typing.get_args(StopRule) for value in typing.get_args(part)
+)
+"""Every value a stop-reason table may map to."""
+
+
+def check_stop_rules(table: Mapping[str, str], where: str) -> None:
+    """Raise `ValueError` naming the entries of a stop-reason table that are no `StopRule`
+    (a typo would otherwise end every such message in a validation error)."""
+    wrong = {raw: rule for raw, rule in table.items() if rule not in STOP_RULES}
+    if wrong:
+        raise ValueError(
+            f"{where}: {wrong} maps to no StopRule (stop, length, tool_use or an error "
+            f"kind: {', '.join(sorted(STOP_RULES - {'stop', 'length', 'tool_use'}))})"
+        )
+
 
 _TEXT, _THINKING, _TOOL = 0, 1, 2
 _warned_unknown: set[tuple[str, str]] = set()
@@ -97,6 +120,8 @@ class Assembler:
         self.model = model
         self.pricing = pricing
         self.out = out
+        if not STOP_RULES.issuperset(stop_reasons.values()):
+            check_stop_rules(stop_reasons, f"{message.api} stop_reasons")
         self._stop_reasons = stop_reasons
         self._open: dict[Hashable, _Open] = {}
         self._stop_detail: str | None = None
@@ -310,6 +335,8 @@ class Assembler:
             _need_str(detail, "the stop detail")
             self._stop_detail = detail
         if rule is not None:
+            if rule not in STOP_RULES:
+                check_stop_rules({str(raw): rule}, "set_stop_reason(rule=...)")
             self._stop_rule = rule
 
     def set_response_id(self, value: str | None) -> None:
@@ -409,16 +436,16 @@ class Assembler:
             for call in calls:
                 call.truncated = True
             msg.stop_reason = "length"
-        elif rule in ("refusal", "content_filter", "protocol"):
-            msg.stop_reason = "error"
+        elif rule == "stop" or rule == "tool_use":
+            # `tool_use` whenever a call is held, whatever the vendor said (CONTRACT 3.3).
+            msg.stop_reason = "tool_use" if calls else "stop"
+        else:
+            # Any other rule is an error kind: the vendor's stop value says the call failed.
+            msg.stop_reason = "aborted" if rule == "aborted" else "error"
             text = f"the model stopped: {raw}"
             if self._stop_detail:
                 text += f" ({self._stop_detail})"
-            msg.error = StreamError(kind=rule, message=text)
-        elif calls:
-            msg.stop_reason = "tool_use"
-        else:
-            msg.stop_reason = "stop"
+            msg.error = StreamError(kind=rule, message=text, retryable=rule in RETRYABLE_KINDS)
 
 
     def _read_output(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 from importlib import resources
 from typing import Any, Literal
@@ -131,7 +132,13 @@ def get_model(provider: str, model_id: str | None = None, *, api: str | None = N
 
     A dated snapshot the catalog does not list resolves to its undated entry, keeping the
     dated id for the wire. `api` picks another wire API the model is served through (e.g.
-    "openai-responses"). A miss raises `KeyError` naming the closest known ids.
+    "openai-responses"). Provider `ollama` is a local Ollama server: any model id resolves,
+    to Ollama's native API (`ollama-chat`; `api="ollama-generate"` or
+    `"openai-completions"` for its other endpoints) at `OLLAMA_HOST` (as Ollama reads it:
+    `host:port`, a host, or a URL), else `http://localhost:11434`. Models registered by
+    plugins (`register_model` when their module is imported) are found too: a miss loads
+    the installed plugins, once, and looks again. A miss raises `KeyError` naming the
+    closest known ids.
     """
     if model_id is None:
         provider, _, model_id = provider.partition("/")
@@ -142,9 +149,17 @@ def get_model(provider: str, model_id: str | None = None, *, api: str | None = N
             found = _find(provider, base, api)
             if found is not None:
                 model = found.model_copy(update={"id": model_id})
+    if model is None:
+        model = _local(provider, model_id, api)
+    if model is None and not _plugins_loaded():
+        # A plugin registers its models when it is imported: load them, once, on a miss.
+        from ._registry import load_plugins
+
+        load_plugins()
+        return get_model(provider, model_id, api=api)
     if model is not None:
         return model
-    known = sorted({p for p, _ in _catalog()[1]} | {p for p, _ in _registered})
+    known = sorted({p for p, _ in _catalog()[1]} | {p for p, _ in _registered} | {OLLAMA})
     if provider not in known:
         close = difflib.get_close_matches(provider, known, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(known)}"
@@ -153,6 +168,61 @@ def get_model(provider: str, model_id: str | None = None, *, api: str | None = N
     close = difflib.get_close_matches(model_id, ids, n=5, cutoff=0.4)
     hint = f"close: {', '.join(close)}" if close else f"{len(ids)} known, see list_models()"
     raise KeyError(f"no model {model_id!r} for provider {provider!r} ({hint})")
+
+
+OLLAMA = "ollama"
+OLLAMA_DEFAULT_HOST = "http://localhost:11434"
+_OLLAMA_APIS = {"ollama-chat": "", "ollama-generate": "", "openai-completions": "/v1"}
+
+
+def ollama_host() -> str:
+    """The local Ollama server's base URL: `OLLAMA_HOST` read as Ollama itself reads it
+    (`host:port`, `host`, `:port` or a URL; without a scheme, http and port 11434), else
+    `http://localhost:11434`."""
+    value = os.environ.get("OLLAMA_HOST", "").strip().rstrip("/")
+    if not value:
+        return OLLAMA_DEFAULT_HOST
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        scheme, rest = "http", value
+    hostport, slash, path = rest.partition("/")
+    found = re.fullmatch(r"(\[[^\]]*\]|[^:]*)(?::(\d+))?", hostport)
+    host, port = (found.group(1), found.group(2)) if found else (hostport, None)
+    if host in ("", "0.0.0.0", "[::]"):  # a server's "listen everywhere": this machine
+        host = "localhost"
+    if port is None and not sep:
+        port = "11434"  # a bare host is Ollama's port; a URL's scheme says its own
+    url = f"{scheme}://{host}" + (f":{port}" if port else "")
+    return f"{url}/{path}" if slash and path else url
+
+
+def _local(provider: str, model_id: str, api: str | None) -> Model | None:
+    """A model of a local server that serves whatever it has pulled (Ollama)."""
+    if provider != OLLAMA or not model_id:
+        return None
+    api = api or "ollama-chat"
+    if api not in _OLLAMA_APIS:
+        raise KeyError(
+            f"ollama/{model_id} is not served through {api!r} "
+            f"(it is through: {', '.join(_OLLAMA_APIS)})"
+        )
+    return Model(
+        id=model_id,
+        name=model_id,
+        api=api,
+        provider=OLLAMA,
+        base_url=ollama_host() + _OLLAMA_APIS[api],
+        # Unknown for a local model: thinking is asked for only when a call asks for it
+        # (Ollama then says if the model cannot), and images are sent as given.
+        reasoning=True,
+        input=["text", "image"],
+    )
+
+
+def _plugins_loaded() -> bool:
+    from . import _registry
+
+    return _registry.plugins_loaded()
 
 
 def list_models(provider: str | None = None) -> list[Model]:

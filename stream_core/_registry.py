@@ -152,6 +152,17 @@ def _load_plugins() -> None:
             logger.exception("stream_core: plugin %r failed to load", ep.name)
 
 
+def plugins_loaded() -> bool:
+    """Whether the installed plugins were loaded (`load_plugins` has run)."""
+    return _loaded_plugins
+
+
+def load_plugins() -> None:
+    """Import every installed plugin (and the built-ins) now, once: their `register_model`
+    calls at import then put their models in the catalog. `get_model` calls it on a miss."""
+    _load_plugins()
+
+
 def get_provider(api: str) -> ProviderEntry:
     _load_builtins()
     entry = _registry.get(api)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 import typing
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypeAlias, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -27,6 +27,7 @@ from pydantic import (
     TypeAdapter,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
+    field_serializer,
     model_serializer,
     model_validator,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "UserMessage",
     "expand_messages",
     "register_message_role",
+    "total_usage",
 ]
 
 
@@ -174,14 +176,31 @@ UserContent = Annotated[
 # --- usage and errors -------------------------------------------------------------------
 
 
+_COST_FIELDS = ("input", "output", "cache_read", "cache_write", "total")
+_USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning", "total_tokens")
+
+
 class Cost(_Model):
-    """USD, per component and in total."""
+    """USD, per component and in total.
+
+    Costs add (`a + b`, and `sum(costs)`): field by field, a new object."""
 
     input: float = 0.0
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
     total: float = 0.0
+
+    def __add__(self, other: object) -> Cost:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        return Cost(**{f: getattr(self, f) + getattr(other, f) for f in _COST_FIELDS})
+
+    def __radd__(self, other: object) -> Cost:
+        # `sum()` starts from 0.
+        if other == 0 and not isinstance(other, bool):
+            return self.model_copy()
+        return NotImplemented
 
 
 class Usage(_Model):
@@ -191,6 +210,11 @@ class Usage(_Model):
     `reasoning` is the part of `output` spent thinking. `total_tokens` is always
     `input + output + cache_read + cache_write`. `cost` is None when the model's prices
     are unknown.
+
+    Usages add (`a + b`, `sum(usages)`, or `total_usage(messages)` for a conversation): the
+    counts are summed, and so are the costs when both sides have one. When either side's
+    cost is None the sum's cost is None: an unknown price is not zero, so a total that
+    includes a call nobody could price is unknown too, never an undercount.
     """
 
     input: int = 0
@@ -200,6 +224,21 @@ class Usage(_Model):
     reasoning: int = 0
     total_tokens: int = 0
     cost: Cost | None = None
+
+    def __add__(self, other: object) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        cost = None
+        if self.cost is not None and other.cost is not None:
+            cost = self.cost + other.cost
+        counts = {f: getattr(self, f) + getattr(other, f) for f in _USAGE_FIELDS}
+        return Usage(**counts, cost=cost)
+
+    def __radd__(self, other: object) -> Usage:
+        # `sum()` starts from 0.
+        if other == 0 and not isinstance(other, bool):
+            return self.model_copy(deep=True)
+        return NotImplemented
 
 
 StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
@@ -288,10 +327,52 @@ class ToolResultMessage(_Model):
     tool_call_id: str
     tool_name: str
     content: list[UserContent] = Field(default_factory=list)
+    """The result's blocks. A string is accepted, as for `UserMessage`, and becomes one
+    `TextContent`; such a message is written back as the string it was given (a record
+    loaded from JSONL keeps its form)."""
     is_error: bool = False
     details: Any = None
     """Anything the harness wants to keep with the result; never sent to the model."""
     timestamp: int = Field(default_factory=_now_ms)
+
+    _text_form: bool = PrivateAttr(default=False)
+
+    if TYPE_CHECKING:
+        # What a type checker sees: `content` may be given as a string, like a user's.
+        def __init__(
+            self,
+            *,
+            tool_call_id: str,
+            tool_name: str,
+            content: str | list[UserContent] = ...,
+            is_error: bool = ...,
+            details: Any = ...,
+            timestamp: int = ...,
+            role: Literal["tool_result"] = ...,
+            **extra: Any,
+        ) -> None: ...
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _accept_text(cls, data: Any, handler: Any) -> Any:
+        text = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            return handler(data)
+        message = handler({**data, "content": [TextContent(text=text)]})
+        message._text_form = True
+        return message
+
+    @field_serializer("content", mode="wrap")
+    def _write_text(self, content: list[Any], handler: SerializerFunctionWrapHandler) -> Any:
+        if self._text_form and len(content) == 1:
+            block = content[0]
+            if (
+                isinstance(block, TextContent)
+                and block.text_signature is None
+                and not block.model_extra
+            ):
+                return block.text
+        return handler(content)
 
 
 class _Layout:
@@ -471,6 +552,22 @@ _Tagged = Annotated[
     | Annotated[SerializeAsAny[CustomMessage], PlainValidator(_custom_message), Tag("custom")],
     Discriminator(_role_tag),
 ]
+
+
+def total_usage(records: Iterable[object]) -> Usage:
+    """The usage of a whole conversation: every `AssistantMessage` in `records` summed
+    (other messages and the plain-dict records of `load_messages` are skipped).
+
+    Token counts add up. The cost is the sum of the messages' costs, or None as soon as one
+    message's cost is None (its price unknown): unknown is not zero, so a total cost is
+    given only when every call was priced. No assistant message: zero tokens, zero cost."""
+    total = Usage(cost=Cost())
+    for record in records:
+        if isinstance(record, AssistantMessage):
+            total = total + record.usage
+    return total
+
+
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(_Tagged)
 MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[_Tagged])
 _ModelTagged = Annotated[ModelMessage, Field(discriminator="role")]

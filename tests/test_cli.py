@@ -447,7 +447,6 @@ OPENAI_OK = (
 @pytest.mark.parametrize(
     ("argv", "url", "model_id"),
     [
-        (["ollama/llama3.2"], "http://localhost:11434/v1/chat/completions", "llama3.2"),
         (["lmstudio/qwen3-8b"], "http://localhost:1234/v1/chat/completions", "qwen3-8b"),
         (
             ["vllm/Qwen/Qwen3-8B", "--base-url", "http://10.0.0.5:8000/v1"],
@@ -460,7 +459,8 @@ OPENAI_OK = (
             "any-model",
         ),
     ],
-    ids=["ollama", "lmstudio", "vllm-elsewhere", "unknown-provider-with-base-url"],
+    # `ollama/...` is Ollama's native API now (tests/test_papercuts.py).
+    ids=["lmstudio", "vllm-elsewhere", "unknown-provider-with-base-url"],
 )
 def test_chat_takes_any_provider_and_model(
     capsys: pytest.CaptureFixture[str], argv: list[str], url: str, model_id: str

@@ -76,11 +76,19 @@ def kit_runs(python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip
     }
-    for module in ("acme_provider", "acme_broken"):
+    # A fourth defect, alone: a translator that never marks the terminal event fails every
+    # replay; `-x` shows the kit's first failure, which must name the cause.
+    unfinished = tmp_path_factory.mktemp("acme_unfinished")
+    (unfinished / "acme_unfinished.py").write_text(textwrap.dedent(UNFINISHED))
+    for module, cwd, extra in (
+        ("acme_provider", tmp_path_factory.mktemp("acme_provider"), ["-rfs"]),
+        ("acme_broken", tmp_path_factory.mktemp("acme_broken"), ["-rf"]),
+        ("acme_unfinished", unfinished, ["-x"]),
+    ):
         runs[module] = subprocess.Popen(
-            [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rf", "--tb=line",
+            [str(python), "-m", "pytest", "-p", "no:cacheprovider", *extra, "--tb=line",
              f"--stream-core-provider={module}", f"--stream-core-fixtures={RECORDINGS}"],
-            cwd=tmp_path_factory.mktemp(module), env=env, text=True,
+            cwd=cwd, env={**env, "PYTHONPATH": str(unfinished)}, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip
     out = {}
@@ -97,6 +105,52 @@ def test_the_kit_passes_the_example_provider(kit_runs: dict[str, str]) -> None:
     # The whole suite ran on it: recordings (whole, 1-byte, CRLF, splits) and faults.
     passed = re.search(r"(\d+) passed", out)
     assert passed and int(passed.group(1)) >= 45 and "failed" not in out, out
+
+
+def test_the_kit_says_which_recording_a_skipped_test_lacks(kit_runs: dict[str, str]) -> None:
+    out = kit_runs["acme_provider"]
+    # Acme has no non-streamed answer reader: the skip says so and names the file to add,
+    # not pytest's "got empty parameter set".
+    assert "got empty parameter set" not in out, out
+    assert "acme-chat: WireAPI.parse_response is not set" in out, out
+    assert f"add {RECORDINGS}/acme-chat/<name>.body + .json" in out, out
+
+
+def test_the_kit_names_a_translator_that_never_finishes(kit_runs: dict[str, str]) -> None:
+    out = kit_runs["acme_unfinished"]
+    assert out.startswith("exit 1\n"), out
+    # The first failure, and with -x the only one, names the cause.
+    assert "1 failed" in out, out
+    assert "test_the_terminal_event_finishes_the_message[acme-chat]" in out, out
+    assert "never set `assembler.finished = True` on the vendor's terminal event" in out, out
+    assert "(finish) (CONTRACT 8)" in out, out
+
+
+UNFINISHED = """
+import dataclasses
+
+from acme_provider import WIRE as _GOOD_WIRE
+from acme_provider import translator as _good_translator
+
+API = _GOOD_WIRE.api
+
+
+def _translator(asm):
+    good = _good_translator(asm)
+
+    def translate(event, data):
+        good(event, data)
+        asm.finished = False  # the defect: the terminal event never finishes the message
+
+    return translate
+
+
+WIRE = dataclasses.replace(_GOOD_WIRE, translator=_translator)
+
+
+def stream(model, context, options=None):
+    return WIRE.open(model, context, options)
+"""
 
 
 def test_the_kit_names_each_defect_of_the_broken_provider(kit_runs: dict[str, str]) -> None:
