@@ -62,7 +62,7 @@ def test_serve_answers_each_provider_with_its_recordings(vendor: FakeVendor, api
         except AssertionError as exc:
             raise AssertionError(f"{api}/{case.name}: {exc}") from None
     assert len(vendor.requests) == len(cases)
-    assert {model for _, _, model in vendor.requests} == {c.name for c in cases}
+    assert {r.model for r in vendor.requests} == {c.name for c in cases}
     log = vendor.log.getvalue()  # type: ignore[union-attr]
     assert f"{api}/{cases[0].name} 200" in log
     assert "error answering" not in log
