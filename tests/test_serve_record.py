@@ -32,15 +32,20 @@ def vendor() -> Iterator[FakeVendor]:
         server.server_close()
 
 
-def _model(server: FakeVendor, api: str, model_id: str) -> stream_core.Model:
+def _model(
+    server: FakeVendor, api: str, model_id: str, structured_output: str | None = None
+) -> stream_core.Model:
     return stream_core.Model(
         id=model_id, api=api, provider="served",
-        base_url=server.url + _BASE_SUFFIX.get(api, ""),
+        base_url=server.url + _BASE_SUFFIX.get(api, ""), structured_output=structured_output,
     )  # fmt: skip
 
 
-async def _stream(model: stream_core.Model) -> tuple[list, stream_core.AssistantMessage]:
-    options = stream_core.StreamOptions(api_key="test-key", max_retries=0)
+async def _stream(
+    model: stream_core.Model, call: dict | None = None
+) -> tuple[list, stream_core.AssistantMessage]:
+    # `call`: how the recorded call was made (a fixture's output schema), as the kit does.
+    options = stream_core.StreamOptions(api_key="test-key", max_retries=0, **(call or {}))
     with anyio.fail_after(20):  # a guard against hangs, not a timing assertion
         async with stream_core.stream(
             model, {"messages": [{"role": "user", "content": "hi"}]}, options
@@ -55,7 +60,9 @@ async def _stream(model: stream_core.Model) -> tuple[list, stream_core.Assistant
 def test_serve_answers_each_provider_with_its_recordings(vendor: FakeVendor, api: str) -> None:
     cases = load_fixtures(api)
     for case in cases:
-        events, message = anyio.run(_stream, _model(vendor, api, case.name))
+        call = case.call
+        mode = call.pop("structured_output", None)
+        events, message = anyio.run(_stream, _model(vendor, api, case.name, mode), call)
         assert_valid_event_stream(events)
         try:
             check_expect(message, case.expect)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 import httpx
@@ -83,14 +83,18 @@ async def replay_body(
     status: int = 200,
     headers: Mapping[str, str] | None = None,
     pace: float = 0.0,
+    output_schema: dict[str, Any] | None = None,
 ) -> AssistantMessage:
     """Stream `model` as usual, answered with the recorded `body`: the provider code that
-    runs is the real one, and nothing leaves the machine."""
+    runs is the real one, and nothing leaves the machine. `output_schema`: the structured
+    answer the recorded call asked for (a fixture's `call`), so the body is read as it."""
     wire = get_provider(model.api).wire
     if wire is not None and not any(k.lower() == "content-type" for k in headers or {}):
         headers = {**(headers or {}), "content-type": api_media_type(wire, body)}
     async with _mock_client(body, chunk_size, status=status, headers=headers) as client:
-        options = StreamOptions(client=client, api_key=api_key, max_retries=0)
+        options = StreamOptions(
+            client=client, api_key=api_key, max_retries=0, output_schema=output_schema
+        )
         return await consume(model, context, options, sink, pace)
 
 

@@ -399,10 +399,11 @@ class _Handler(BaseHTTPRequestHandler):
                 answer=label, raw=raw,
             )
         )  # fmt: skip
-        server.note(f"{self.command} {path} model={model!r} -> {label} {status}")
         if meta.get(_OURS):
+            server.note(f"{self.command} {path} model={model!r} -> {status} ({label})")
             self._send_json(status, body)
             return
+        server.note(f"{self.command} {path} model={model!r} -> {label} {status}")
         media = _media_type(body, meta)
         self.send_response(status)
         for key, value in (meta.get("headers") or {}).items():
