@@ -24,7 +24,7 @@ the options it does nothing. It needs the `testing` extra (respx, hypothesis).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -42,6 +42,7 @@ pytest.register_assert_rewrite(
 if TYPE_CHECKING:
     from stream_core.testing import FakeVendor, FauxModel, ReplayClient
     from stream_core.testing._replay import Recording
+    from stream_core.testing._serve import ScenarioSource
 
 _SOURCE = "stream-core-kit"
 
@@ -68,13 +69,7 @@ def _replay_client_fixture(request: pytest.FixtureRequest) -> Callable[..., Repl
     here = Path(str(request.path)).parent
 
     def resolve(recording: Recording) -> Recording:
-        if isinstance(recording, bytes):
-            return recording
-        path = Path(recording)
-        beside = here / path
-        if not path.is_absolute() and (beside.exists() or beside.with_suffix(".body").exists()):
-            return beside
-        return path
+        return recording if isinstance(recording, bytes) else _beside(here, recording)
 
     def make(recordings: Recording | Sequence[Recording], **kwargs: Any) -> ReplayClient:
         if isinstance(recordings, (str, Path, bytes)):
@@ -85,21 +80,44 @@ def _replay_client_fixture(request: pytest.FixtureRequest) -> Callable[..., Repl
 
 
 @pytest.fixture(name="fake_vendor")
-def _fake_vendor_fixture() -> Iterator[Callable[..., FakeVendor]]:
+def _fake_vendor_fixture(request: pytest.FixtureRequest) -> Iterator[Callable[..., FakeVendor]]:
     """Start a fake vendor on loopback: `fake_vendor(root=None, scenarios=..., ...)` as
-    `stream_core.testing.fake_vendor`; every one started is stopped after the test."""
+    `stream_core.testing.fake_vendor` (relative paths looked up beside the test file
+    first); every one started is stopped after the test."""
     from stream_core.testing import fake_vendor
 
+    here = Path(str(request.path)).parent
     started: list[FakeVendor] = []
 
-    def make(*args: Any, **kwargs: Any) -> FakeVendor:
-        server = fake_vendor(*args, **kwargs)
+    def make(
+        root: str | Path | None = None,
+        *,
+        scenarios: Mapping[str, ScenarioSource] | None = None,
+        **kwargs: Any,
+    ) -> FakeVendor:
+        resolved: dict[str, ScenarioSource] = {}
+        for model, source in (scenarios or {}).items():
+            if isinstance(source, (str, Path)):
+                resolved[model] = _beside(here, source)
+            else:
+                resolved[model] = [r if isinstance(r, bytes) else _beside(here, r) for r in source]
+        where = _beside(here, root) if root is not None else None
+        server = fake_vendor(where, scenarios=resolved, **kwargs)
         started.append(server)
         return server
 
     yield make
     for server in started:
         server.stop()
+
+
+def _beside(here: Path, name: str | Path) -> Path:
+    """`name` beside the test file when it is there (or its `.body` is), else as given."""
+    path = Path(name)
+    beside = here / path
+    if not path.is_absolute() and (beside.exists() or beside.with_suffix(".body").exists()):
+        return beside
+    return path
 
 
 # --- the contract suite -------------------------------------------------------------------
