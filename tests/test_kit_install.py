@@ -155,15 +155,18 @@ try:
     log = []
     threading.Thread(target=lambda: log.extend(server.stderr), daemon=True).start()
     base = {"openai-completions": "/v1"}
-    async def ask(api, name):
-        m = stream_core.Model(id=name, api=api, provider="served", base_url=url + base.get(api, ""))
-        opts = stream_core.StreamOptions(api_key="k", max_retries=0)
+    async def ask(api, case):
+        call = case.call  # how the recorded call was made (a structured answer's schema)
+        mode = call.pop("structured_output", None)
+        m = stream_core.Model(id=case.name, api=api, provider="served",
+                              base_url=url + base.get(api, ""), structured_output=mode)
+        opts = stream_core.StreamOptions(api_key="k", max_retries=0, **call)
         context = {"messages": [{"role": "user", "content": "hi"}]}
         return await stream_core.complete(m, context, opts)
     for entry in stream_core.list_providers():
         cases = load_fixtures(entry.api)
         for case in cases:
-            check_expect(anyio.run(ask, entry.api, case.name), case.expect)
+            check_expect(anyio.run(ask, entry.api, case), case.expect)
         print("serve:", entry.api, len(cases), "recordings ok")
     print("serve: first request logged as:", log[0].strip() if log else None)
 finally:
