@@ -127,6 +127,9 @@ class Assembler:
         self._stop_detail: str | None = None
         self._stop_rule: StopRule | None = None
         self._call_ids: set[str] = set()
+        self._generated_ids: set[str] = set()
+        """Tool-call ids made here (the vendor sent none, an empty one or a repeat), for
+        `stream-core record`, whose fixtures list only the ids the vendor sent."""
         self.finished = False
         """The vendor's terminal event arrived."""
         self.complete_at_eof = False
@@ -246,6 +249,7 @@ class Assembler:
                 new += "_"
             call.id = new
             o.generated = True
+            self._generated_ids.add(new)
         self._call_ids.add(call.id)
 
     def tool_call(
@@ -272,6 +276,7 @@ class Assembler:
                     o = None
                 elif id not in self._call_ids:
                     self._call_ids.discard(call.id)
+                    self._generated_ids.discard(call.id)
                     call.id = id
                     o.generated = False
                     self._call_ids.add(id)

@@ -76,19 +76,11 @@ def kit_runs(python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip
     }
-    # A fourth defect, alone: a translator that never marks the terminal event fails every
-    # replay; `-x` shows the kit's first failure, which must name the cause.
-    unfinished = tmp_path_factory.mktemp("acme_unfinished")
-    (unfinished / "acme_unfinished.py").write_text(textwrap.dedent(UNFINISHED))
-    for module, cwd, extra in (
-        ("acme_provider", tmp_path_factory.mktemp("acme_provider"), ["-rfs"]),
-        ("acme_broken", tmp_path_factory.mktemp("acme_broken"), ["-rf"]),
-        ("acme_unfinished", unfinished, ["-x"]),
-    ):
+    for module in ("acme_provider", "acme_broken"):
         runs[module] = subprocess.Popen(
-            [str(python), "-m", "pytest", "-p", "no:cacheprovider", *extra, "--tb=line",
+            [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rf", "--tb=line",
              f"--stream-core-provider={module}", f"--stream-core-fixtures={RECORDINGS}"],
-            cwd=cwd, env={**env, "PYTHONPATH": str(unfinished)}, text=True,
+            cwd=tmp_path_factory.mktemp(module), env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip
     out = {}
@@ -105,52 +97,6 @@ def test_the_kit_passes_the_example_provider(kit_runs: dict[str, str]) -> None:
     # The whole suite ran on it: recordings (whole, 1-byte, CRLF, splits) and faults.
     passed = re.search(r"(\d+) passed", out)
     assert passed and int(passed.group(1)) >= 45 and "failed" not in out, out
-
-
-def test_the_kit_says_which_recording_a_skipped_test_lacks(kit_runs: dict[str, str]) -> None:
-    out = kit_runs["acme_provider"]
-    # Acme has no non-streamed answer reader: the skip says so and names the file to add,
-    # not pytest's "got empty parameter set".
-    assert "got empty parameter set" not in out, out
-    assert "acme-chat: WireAPI.parse_response is not set" in out, out
-    assert f"add {RECORDINGS}/acme-chat/<name>.body + .json" in out, out
-
-
-def test_the_kit_names_a_translator_that_never_finishes(kit_runs: dict[str, str]) -> None:
-    out = kit_runs["acme_unfinished"]
-    assert out.startswith("exit 1\n"), out
-    # The first failure, and with -x the only one, names the cause.
-    assert "1 failed" in out, out
-    assert "test_the_terminal_event_finishes_the_message[acme-chat]" in out, out
-    assert "never set `assembler.finished = True` on the vendor's terminal event" in out, out
-    assert "(finish) (CONTRACT 8)" in out, out
-
-
-UNFINISHED = """
-import dataclasses
-
-from acme_provider import WIRE as _GOOD_WIRE
-from acme_provider import translator as _good_translator
-
-API = _GOOD_WIRE.api
-
-
-def _translator(asm):
-    good = _good_translator(asm)
-
-    def translate(event, data):
-        good(event, data)
-        asm.finished = False  # the defect: the terminal event never finishes the message
-
-    return translate
-
-
-WIRE = dataclasses.replace(_GOOD_WIRE, translator=_translator)
-
-
-def stream(model, context, options=None):
-    return WIRE.open(model, context, options)
-"""
 
 
 def test_the_kit_names_each_defect_of_the_broken_provider(kit_runs: dict[str, str]) -> None:
@@ -209,10 +155,10 @@ try:
     log = []
     threading.Thread(target=lambda: log.extend(server.stderr), daemon=True).start()
     base = {"openai-completions": "/v1"}
-    async def ask(api, name, call):
-        # `call`: how the recorded call was made (a fixture's output_schema), made again.
+    async def ask(api, case):
+        call = case.call  # how the recorded call was made (a structured answer's schema)
         mode = call.pop("structured_output", None)
-        m = stream_core.Model(id=name, api=api, provider="served",
+        m = stream_core.Model(id=case.name, api=api, provider="served",
                               base_url=url + base.get(api, ""), structured_output=mode)
         opts = stream_core.StreamOptions(api_key="k", max_retries=0, **call)
         context = {"messages": [{"role": "user", "content": "hi"}]}
@@ -220,7 +166,7 @@ try:
     for entry in stream_core.list_providers():
         cases = load_fixtures(entry.api)
         for case in cases:
-            check_expect(anyio.run(ask, entry.api, case.name, case.call), case.expect)
+            check_expect(anyio.run(ask, entry.api, case), case.expect)
         print("serve:", entry.api, len(cases), "recordings ok")
     print("serve: first request logged as:", log[0].strip() if log else None)
 finally:

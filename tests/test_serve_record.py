@@ -7,7 +7,6 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -34,7 +33,7 @@ def vendor() -> Iterator[FakeVendor]:
 
 
 def _model(
-    server: FakeVendor, api: str, model_id: str, structured_output: Any = None
+    server: FakeVendor, api: str, model_id: str, structured_output: str | None = None
 ) -> stream_core.Model:
     return stream_core.Model(
         id=model_id, api=api, provider="served",
@@ -43,9 +42,9 @@ def _model(
 
 
 async def _stream(
-    model: stream_core.Model, call: dict[str, Any] | None = None
+    model: stream_core.Model, call: dict | None = None
 ) -> tuple[list, stream_core.AssistantMessage]:
-    # `call`: how the recorded call was made (a fixture's output_schema), made again here.
+    # `call`: how the recorded call was made (a fixture's output schema), as the kit does.
     options = stream_core.StreamOptions(api_key="test-key", max_retries=0, **(call or {}))
     with anyio.fail_after(20):  # a guard against hangs, not a timing assertion
         async with stream_core.stream(
@@ -62,15 +61,15 @@ def test_serve_answers_each_provider_with_its_recordings(vendor: FakeVendor, api
     cases = load_fixtures(api)
     for case in cases:
         call = case.call
-        model = _model(vendor, api, case.name, call.pop("structured_output", None))
-        events, message = anyio.run(_stream, model, call)
+        mode = call.pop("structured_output", None)
+        events, message = anyio.run(_stream, _model(vendor, api, case.name, mode), call)
         assert_valid_event_stream(events)
         try:
             check_expect(message, case.expect)
         except AssertionError as exc:
             raise AssertionError(f"{api}/{case.name}: {exc}") from None
     assert len(vendor.requests) == len(cases)
-    assert {model for _, _, model in vendor.requests} == {c.name for c in cases}
+    assert {r.model for r in vendor.requests} == {c.name for c in cases}
     log = vendor.log.getvalue()  # type: ignore[union-attr]
     assert f"{api}/{cases[0].name} 200" in log
     assert "error answering" not in log

@@ -6,9 +6,10 @@ and recording and serving vendor bodies.
     stream-core chat PROVIDER/MODEL "prompt" [--base-url URL] [--system S] [--max-tokens N]
                      [--reasoning E]
     stream-core models [PROVIDER]
-    stream-core serve DIR [--host H] [--port P] [--chunk-size N] [--delay SECONDS]
-    stream-core record PROVIDER/MODEL "prompt" -o NAME [--base-url URL] [--system S]
-                       [--max-tokens N] [--reasoning E]
+    stream-core serve [DIR] [--scenario [MODEL=]PATH]... [--log-requests FILE.jsonl]
+                     [--host H] [--port P] [--chunk-size N] [--delay SECONDS]
+    stream-core record PROVIDER/MODEL "prompt" -o NAME [--base-url URL] [--api API]
+                       [--system S] [--max-tokens N] [--reasoning E]
     stream-core --version
 
 This module is the argument parser and `main` only; each command is its own module, and
@@ -144,12 +145,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve = sub.add_parser(
         "serve",
-        help="serve a folder of recordings as a fake vendor on loopback",
+        help="serve recordings as a fake vendor on loopback",
         description="Serve recordings (DIR/<api>/<model>.body with its .json) as a fake "
         "vendor: every API's path is answered, and the model the request names picks the "
-        "recording by file name (unknown: the vendor's 404). Logs each request to stderr.",
+        "recording by file name (unknown: the vendor's 404). A scenario answers a model "
+        "with its recordings in turn, one per request (a tool loop). Logs each request to "
+        "stderr.",
     )
-    serve.add_argument("dir", metavar="DIR", help="folder of recordings")
+    serve.add_argument("dir", nargs="?", metavar="DIR", help="folder of recordings")
+    serve.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        metavar="[MODEL=]PATH",
+        help="answer MODEL (without MODEL=: any model no recording names) with the "
+        "recordings of PATH in turn: a folder of .body files (file-name order) or a file "
+        "listing them, one path a line (repeatable)",
+    )
+    serve.add_argument(
+        "--log-requests",
+        metavar="FILE.jsonl",
+        help="append each request (method, path, model, status, answer, JSON body) as "
+        "one JSON line",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
     serve.add_argument(
@@ -171,6 +189,12 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("prompt", help="what to ask")
     rec.add_argument("-o", "--output", required=True, metavar="NAME", help="path without suffix")
     rec.add_argument("--base-url", metavar="URL", help="send the request here instead")
+    rec.add_argument(
+        "--api",
+        metavar="API",
+        help="wire API to record (default: the catalog's for the model), e.g. "
+        "openai-responses for an OpenAI model the catalog maps to Chat Completions",
+    )
     rec.add_argument("--system", help="system prompt")
     rec.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
     rec.add_argument(

@@ -3,8 +3,9 @@ through the real provider code, finding the model a live call names, usage error
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 import httpx
@@ -14,9 +15,11 @@ from .._models import Model, get_model
 from .._options import StreamOptions
 from .._registry import get_provider, list_providers, stream
 from .._types import AssistantMessage, Context, UserMessage
+from .._wire import WireAPI
 from ._render import EventSink, error
 
 __all__ = [
+    "api_media_type",
     "chat_model",
     "consume",
     "exit_status",
@@ -80,16 +83,38 @@ async def replay_body(
     status: int = 200,
     headers: Mapping[str, str] | None = None,
     pace: float = 0.0,
+    output_schema: dict[str, Any] | None = None,
 ) -> AssistantMessage:
     """Stream `model` as usual, answered with the recorded `body`: the provider code that
-    runs is the real one, and nothing leaves the machine."""
+    runs is the real one, and nothing leaves the machine. `output_schema`: the structured
+    answer the recorded call asked for (a fixture's `call`), so the body is read as it."""
     wire = get_provider(model.api).wire
     if wire is not None and not any(k.lower() == "content-type" for k in headers or {}):
-        # Served with the content type of the API's own framing (SSE, NDJSON, binary).
-        headers = {**(headers or {}), "content-type": wire.decoder().media_types[0]}
+        headers = {**(headers or {}), "content-type": api_media_type(wire, body)}
     async with _mock_client(body, chunk_size, status=status, headers=headers) as client:
-        options = StreamOptions(client=client, api_key=api_key, max_retries=0)
+        options = StreamOptions(
+            client=client, api_key=api_key, max_retries=0, output_schema=output_schema
+        )
         return await consume(model, context, options, sink, pace)
+
+
+def api_media_type(wire: WireAPI, body: bytes) -> str:
+    """The content type `wire` gives a recorded body whose own is unknown: the API decides.
+
+    Its streaming framing (SSE, NDJSON, binary event-stream), except that for an API that
+    does not stream NDJSON a body that is one JSON document is the vendor's non-streamed
+    answer (a proxy that ignored `stream: true`), read by `WireAPI.parse_response`.
+    """
+    stream_types = wire.decoder().media_types
+    ndjson = any("ndjson" in t or "jsonl" in t for t in stream_types)
+    if not ndjson and wire.parse_response is not None and body.lstrip()[:1] in (b"{", b"["):
+        try:
+            json.loads(body)
+        except ValueError:
+            pass
+        else:
+            return "application/json"
+    return stream_types[0]
 
 
 def chat_model(provider: str, model_id: str, base_url: str | None, reasoning: bool) -> Model:

@@ -12,7 +12,7 @@ from typing import TextIO
 import anyio
 
 from .._options import StreamOptions
-from .._registry import api_key_env
+from .._registry import api_key_env, get_provider
 from ._common import chat_model, exit_status, usage_error, user_context
 from ._render import summary
 
@@ -27,6 +27,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return usage_error(err, f"expected PROVIDER/MODEL, got {args.model!r}")
     try:
         model = chat_model(provider, model_id, args.base_url, args.reasoning is not None)
+        if args.api and args.api != model.api:
+            get_provider(args.api)  # ValueError naming the registered APIs
+            model = model.model_copy(update={"api": args.api})
         env, required = api_key_env(model)
     except (KeyError, ValueError) as exc:
         return usage_error(err, str(exc.args[0]))

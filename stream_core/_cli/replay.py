@@ -48,11 +48,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         get_provider(api)
     except ValueError as exc:
         return usage_error(err, str(exc))
+    # How the recorded call was made, where it changes how the answer reads (the fixture
+    # format's `call`): a structured answer asked for, and the model's mode for it.
+    raw_call = meta.get("call")
+    call: dict[str, Any] = raw_call if isinstance(raw_call, dict) else {}
+    schema = call.get("output_schema")
+    mode = call.get("structured_output")
     model = Model(
         id=str(meta.get("model") or "replay"),
         api=api,
         provider=str(meta.get("vendor") or "replay"),
         base_url="https://replay.invalid",
+        structured_output=mode if mode in ("native", "tool") else None,
     )
     status = meta.get("status")
     raw_headers = meta.get("headers")
@@ -83,6 +90,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         args.chunk_size,
         status if isinstance(status, int) else 200,
         headers,
+        schema if isinstance(schema, dict) else None,
     )
     if args.json:
         json_line(out, message.model_dump(mode="json"))
@@ -118,6 +126,7 @@ async def _replay_main(
     chunk_size: int | None,
     status: int,
     headers: dict[str, str],
+    output_schema: dict[str, Any] | None,
 ) -> AssistantMessage:
     return await replay_body(
         model,
@@ -128,6 +137,7 @@ async def _replay_main(
         chunk_size=chunk_size,
         status=status,
         headers=headers,
+        output_schema=output_schema,
     )
 
 

@@ -1,20 +1,62 @@
-"""`stream-core serve DIR`: a folder of recordings served as a fake vendor on loopback."""
+"""`stream-core serve [DIR] [--scenario [MODEL=]PATH]...`: recordings served as a fake
+vendor on loopback, picked by model name or answered in turn per model."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import TextIO
 
 from ._common import usage_error
+from ._render import error
 
 __all__ = ["run"]
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from ..testing._serve import serve
+    from ..testing._serve import PortInUse, ScenarioSource, load_scenario, serve
 
-    root = Path(args.dir)
-    if not root.is_dir():
+    root = Path(args.dir) if args.dir is not None else None
+    if root is not None and not root.is_dir():
         return usage_error(err, f"{root} is not a folder of recordings")
-    return serve(root, args.host, args.port, chunk_size=args.chunk_size, delay=args.delay, out=err)
+    scenarios: dict[str, ScenarioSource] = {}
+    for spec in args.scenario:
+        model, path = _scenario(spec)
+        if model in scenarios:
+            return usage_error(err, f"two scenarios for model {model!r}")
+        try:
+            load_scenario(path)
+        except ValueError as exc:
+            return usage_error(err, str(exc))
+        scenarios[model] = path
+    if root is None and not scenarios:
+        return usage_error(err, "give a folder of recordings (DIR) or --scenario")
+    with contextlib.ExitStack() as stack:
+        log = None
+        if args.log_requests is not None:
+            try:
+                log = stack.enter_context(Path(args.log_requests).open("a", encoding="utf-8"))
+            except OSError as exc:
+                return usage_error(err, f"cannot write {args.log_requests}: {exc.strerror}")
+        try:
+            return serve(
+                root, args.host, args.port, chunk_size=args.chunk_size, delay=args.delay,
+                out=err, scenarios=scenarios, request_log=log,
+            )  # fmt: skip
+        except PortInUse as exc:
+            error(err, str(exc.strerror))
+        except OSError as exc:
+            error(err, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        return 1
+
+
+def _scenario(spec: str) -> tuple[str, Path]:
+    """`MODEL=PATH` -> (MODEL, PATH); a bare PATH (or one that exists as written) answers
+    any model: `*`."""
+    from ..testing._serve import ANY_MODEL
+
+    if Path(spec).exists() or "=" not in spec:
+        return ANY_MODEL, Path(spec)
+    model, _, path = spec.partition("=")
+    return model or ANY_MODEL, Path(path)

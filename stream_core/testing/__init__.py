@@ -3,10 +3,14 @@
 - `faux_model(turns)`: a scripted model (api `faux`) answering through the real pipeline.
 - `replay_client(recording)` / `replay_sequence(recordings)`: an `httpx.AsyncClient`
   serving recorded vendor bodies, for `StreamOptions(client=...)`.
-- `stream-core serve DIR` / `stream-core record ...`: a fake vendor on loopback, and new
-  recordings from live calls (see the CLI).
-- The contract suite as a pytest plugin (`pip install stream-core[testing]`):
-  `pytest --stream-core-provider=my_pkg.my_provider --stream-core-fixtures=DIR`.
+- `fake_vendor(root, scenarios=...)` / `stream-core serve DIR --scenario MODEL=PATH`: a fake
+  vendor on loopback answering from recordings, by model name or in turn per model, with
+  every request kept (`server.requests`); `stream-core record ...`: new recordings from
+  live calls.
+- The pytest plugin (installed with the package): the fixtures `faux_model`,
+  `replay_client` and `fake_vendor`, and, with `pip install stream-core[testing]`, the
+  contract suite: `pytest --stream-core-provider=my_pkg.my_provider
+  --stream-core-fixtures=DIR`.
 
 Nothing here imports respx or hypothesis: a plain install can use the helpers.
 """
@@ -23,11 +27,16 @@ from ._faux import (
     faux_tool_call,
 )
 from ._replay import ReplayClient, load_recording, replay_client, replay_sequence
+from ._serve import ANY_MODEL, FakeVendor, ServedRequest, fake_vendor, load_scenario
 
 __all__ = [
+    "ANY_MODEL",
+    "FakeVendor",
     "FauxModel",
     "FauxTurn",
     "ReplayClient",
+    "ServedRequest",
+    "fake_vendor",
     "faux_cut",
     "faux_error",
     "faux_message",
@@ -36,6 +45,7 @@ __all__ = [
     "faux_text",
     "faux_tool_call",
     "load_recording",
+    "load_scenario",
     "replay_client",
     "replay_sequence",
 ]

@@ -20,7 +20,7 @@ import httpx
 from pydantic import PrivateAttr
 
 from .._assembler import Assembler, StopRule
-from .._errors import RETRYABLE_KINDS, StreamFailure
+from .._errors import RETRYABLE_KINDS, RETRYABLE_STATUSES, StreamFailure
 from .._fields import as_object, optional_field
 from .._models import Model
 from .._options import StreamOptions
@@ -63,6 +63,21 @@ class FauxTurn:
     status: int = 200
     http_body: bytes = b""
     """With a status other than 200: the error body sent instead of a stream."""
+    error_kind: ErrorKind | None = None
+    """The kind a `faux_error` turn names (kept as is, HTTP or in-stream)."""
+    retry_after: float | None = None
+    """Seconds a `faux_error` turn asks the caller to wait (`retry-after`)."""
+
+    @property
+    def retried(self) -> bool:
+        """Whether the pipeline retries this turn (before any content): an HTTP error by
+        its status, as a vendor's; an error event by its kind."""
+        if self.error_kind is None:
+            return False
+        if self.status != 200:
+            by_status = self.status in RETRYABLE_STATUSES or self.status >= 500
+            return by_status and self.error_kind != "context_overflow"
+        return self.error_kind in RETRYABLE_KINDS and len(self.frames) == 1
 
 
 def faux_text(text: str, *, usage: Usage | None = None) -> FauxTurn:
@@ -95,16 +110,29 @@ def _message(
 
 
 def faux_error(
-    kind: ErrorKind, message: str | None = None, *, status: int | None = None
+    kind: ErrorKind,
+    message: str | None = None,
+    *,
+    status: int | None = None,
+    retry_after: float | None = None,
 ) -> FauxTurn:
     """An answer that fails with `kind`: an error event in the stream, or with `status` an
-    HTTP error response. A retryable kind is retried by the pipeline like a vendor's
-    error, and the retry takes the script's next turn (set `max_retries=0` to see it)."""
+    HTTP error response (`retry_after` seconds: its `retry-after` header, or the event's
+    `retry_after`). The message's `error.kind` is `kind` either way. The pipeline retries
+    it as a vendor's error (an HTTP error by its status: 408/409/429/5xx; an event by its
+    kind), and the retry takes the script's next turn (set `max_retries=0` to see it)."""
+    if status is not None and not 400 <= status <= 599:
+        raise ValueError(f"faux_error status must be an HTTP error (400-599), got {status}")
     text = message or f"faux {kind} error"
     if status is not None:
         body = json.dumps({"error": {"type": kind, "message": text}}).encode()
-        return FauxTurn(frames=(), status=status, http_body=body)
-    return FauxTurn(frames=({"error": {"kind": kind, "message": text}},))
+        return FauxTurn(
+            frames=(), status=status, http_body=body, error_kind=kind, retry_after=retry_after
+        )
+    frame: dict[str, Any] = {"kind": kind, "message": text}
+    if retry_after is not None:
+        frame["retry_after"] = retry_after
+    return FauxTurn(frames=({"error": frame},), error_kind=kind, retry_after=retry_after)
 
 
 def faux_stall(turn: FauxTurn | str | None = None, *, after: int = 0) -> FauxTurn:
@@ -167,11 +195,23 @@ class _Script:
     requests: list[dict[str, Any]] = field(default_factory=list)
     served: int = 0
     client: httpx.AsyncClient | None = None
+    retrying: FauxTurn | None = None
+    """The retryable error turn the current call's last attempt got (the pipeline asks
+    again); None once a call gets anything else, and at each new call."""
 
     def next_response(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(json.loads(request.content))
         if self.served >= len(self.turns):
             self.served += 1
+            retried = self.retrying
+            if retried is not None and retried.status != 200:
+                # The call's own answer was a retryable HTTP error: the same answer, which
+                # `_FauxStream` marks as retried and final (nothing left to answer with).
+                return self._http_response(retried, {_RETRIED_HEADER: "1"})
+            if retried is not None:
+                error = {**retried.frames[0]["error"], "retryable": False}
+                error["message"] = f"{error['message']}{_RETRIED_NOTE}"
+                return _ndjson(b"".join(_lines([{"error": error}])))
             frame = {
                 "error": {
                     "kind": "invalid_request",
@@ -182,15 +222,23 @@ class _Script:
             return _ndjson(b"".join(_lines([frame])))
         turn = self.turns[self.served]
         self.served += 1
+        self.retrying = turn if turn.retried else None
         if turn.status != 200:
-            headers = {"content-type": "application/json"}
-            return httpx.Response(turn.status, headers=headers, content=turn.http_body)
+            return self._http_response(turn, {})
         frames = list(self._split(turn.frames))
         if turn.cut_after is not None or turn.stall_after is not None:
             # `after` counts the turn's own frames, before any chunk_size split.
             limit = turn.cut_after if turn.cut_after is not None else turn.stall_after
             frames = list(self._split(turn.frames[:limit]))
         return _ndjson(self._body(frames, stall=turn.stall_after is not None))
+
+    def _http_response(self, turn: FauxTurn, extra: dict[str, str]) -> httpx.Response:
+        headers = {"content-type": "application/json", **extra}
+        if turn.error_kind is not None:
+            headers[_KIND_HEADER] = turn.error_kind
+        if turn.retry_after is not None:
+            headers["retry-after"] = f"{turn.retry_after:g}"
+        return httpx.Response(turn.status, headers=headers, content=turn.http_body)
 
     def _split(self, frames: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
         size = self.chunk_size
@@ -212,6 +260,26 @@ class _Script:
             yield line
         if stall:
             await anyio.sleep(math.inf)
+
+
+_KIND_HEADER = "x-faux-error-kind"
+_RETRIED_HEADER = "x-faux-retried"
+_RETRIED_NOTE = " (the pipeline retried it: the faux script had no further answer)"
+
+
+class _FauxStream(AssistantStream):
+    """The pipeline's stream; an HTTP error of a `faux_error` turn keeps the kind it names
+    (a vendor's gets the kind of its status and type)."""
+
+    def _http_error(self, response: httpx.Response, body: bytes) -> StreamError:
+        error = super()._http_error(response, body)
+        kind = response.headers.get(_KIND_HEADER)
+        if kind and kind != error.kind:
+            error = error.model_copy(update={"kind": kind})
+        if response.headers.get(_RETRIED_HEADER):
+            note = error.message + _RETRIED_NOTE
+            error = error.model_copy(update={"message": note, "retryable": False})
+        return error
 
 
 def _lines(frames: Iterable[dict[str, Any]]) -> list[bytes]:
@@ -286,6 +354,8 @@ def stream(
         script.client = httpx.AsyncClient(transport=httpx.MockTransport(script.next_response))
     opts = dataclasses.replace(options or StreamOptions(), client=script.client)
     s = WIRE.open(model, context, opts)
+    s.__class__ = _FauxStream  # the same stream, with faux HTTP errors keeping their kind
+    script.retrying = None
     script.contexts.append(s._context)
     return s
 
@@ -308,11 +378,14 @@ def _translator(asm: Assembler) -> Translator:
             err = as_object(error, "line.error")
             kind = optional_field(err, "kind", str, "line.error") or "server"
             message = optional_field(err, "message", str, "line.error") or ""
+            retryable = optional_field(err, "retryable", bool, "line.error")
+            retry_after = optional_field(err, "retry_after", float, "line.error")
             raise StreamFailure(
                 StreamError(
                     kind=kind,  # type: ignore[arg-type]
                     message=message,
-                    retryable=kind in RETRYABLE_KINDS,
+                    retryable=kind in RETRYABLE_KINDS if retryable is None else retryable,
+                    retry_after=None if retry_after is None else float(retry_after),
                 )
             )
         if "end" in frame:

@@ -3,25 +3,39 @@
 Every API's path is answered (`/v1/messages`, `/chat/completions`, `/v1/responses`,
 Gemini's `:streamGenerateContent`, Ollama's `/api/chat`, Bedrock's `converse-stream`, ...);
 the model the request names picks the recording `DIR/<api>/<model>.body` (or a flat
-`DIR/<model>.body` whose `.json` names its `api`). The body goes out as it was recorded,
-one HTTP chunk per vendor event, so a harness in any language sees real vendor bytes.
+`DIR/<model>.body` whose `.json` names its `api`). Scenarios answer a model with an ordered
+list of recordings instead, one per request, in turn (a tool loop: the call, then the
+answer). The body goes out as it was recorded, one HTTP chunk per vendor event, so a harness
+in any language sees real vendor bytes; every request is kept (`FakeVendor.requests`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-from ._replay import chunked
+from ._replay import chunked, load_recording
+
+_OURS = "(the fake vendor's own error)"
+
+ANY_MODEL = "*"
+"""The scenario key answering every model that no other scenario or recording names."""
+
+ScenarioSource = str | Path | Sequence[str | Path | bytes]
+"""A scenario: a folder of `.body` files (in file-name order, numbers compared as
+numbers), a text file listing recordings (one path a line, relative to the file; blank
+lines and `#` comments skipped), one `.body` file, or a list of recordings."""
 
 # Path ending -> (the APIs it may be, in preference order; the vendor's 404 body shape).
 # An API not listed here is still served: the model name alone then picks the recording.
@@ -41,7 +55,7 @@ _MODEL_IN_PATH = re.compile(r"/models?/([^/:]+)")
 
 
 def _not_found(shape: str, model: str) -> dict[str, Any]:
-    text = f"model {model!r} not found (no recording of that name)"
+    text = f"model {model!r} not found (no recording or scenario of that name)"
     if shape == "anthropic":
         return {"type": "error", "error": {"type": "not_found_error", "message": text}}
     if shape == "google":
@@ -58,6 +72,80 @@ def _not_found(shape: str, model: str) -> dict[str, Any]:
             "code": "model_not_found",
         }
     }
+
+
+def _exhausted(shape: str, text: str) -> dict[str, Any]:
+    """A 400 invalid-request body in the vendor's shape (not retried by clients)."""
+    if shape == "anthropic":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": text}}
+    if shape == "google":
+        return {"error": {"code": 400, "message": text, "status": "INVALID_ARGUMENT"}}
+    if shape == "ollama":
+        return {"error": text}
+    if shape == "bedrock":
+        return {"message": text}
+    return {"error": {"message": text, "type": "invalid_request_error", "code": None}}
+
+
+def _natural(path: Path) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
+
+
+def load_scenario(source: ScenarioSource) -> list[Path | bytes]:
+    """The recordings of a scenario, in the order they answer."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if path.is_dir():
+            bodies = sorted(path.glob("*.body"), key=_natural)
+            found: list[Path | bytes] = list(bodies)
+            if not found:
+                raise ValueError(f"scenario {path}: no .body recordings in the folder")
+            return found
+        if not path.is_file():
+            raise ValueError(f"scenario {path}: no such folder or file")
+        if path.suffix == ".body":
+            return [path]
+        listed: list[Path | bytes] = []
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+            entry = line.strip()
+            if not entry or entry.startswith("#"):
+                continue
+            item = path.parent / entry
+            if not item.is_file() and not item.with_suffix(".body").is_file():
+                raise ValueError(f"scenario {path}, line {n}: no such recording: {entry}")
+            listed.append(item if item.suffix == ".body" else item.with_suffix(".body"))
+        if not listed:
+            raise ValueError(f"scenario {path}: lists no recordings")
+        return listed
+    items = list(source)
+    if not items:
+        raise ValueError("a scenario needs at least one recording")
+    return [item if isinstance(item, bytes) else Path(item) for item in items]
+
+
+@dataclass
+class _Scenario:
+    recordings: list[Path | bytes]
+    served: int = 0
+
+
+@dataclass
+class ServedRequest:
+    """One request the fake vendor got, and what it answered."""
+
+    method: str
+    path: str
+    model: str
+    body: Any
+    """The request's JSON body, parsed (None when it had none or it was not JSON)."""
+    headers: dict[str, str]
+    status: int
+    """The status answered: 200 (or the recording's own), 404, 400 past a scenario's end."""
+    answer: str
+    """What answered: `<api>/<name>` of a recording, `<model>[n]` of a scenario's n-th
+    recording (from 1), or `not found` / `scenario exhausted`."""
+    raw: bytes = field(default=b"", repr=False)
+    """The request body's bytes."""
 
 
 @dataclass(frozen=True)
@@ -110,24 +198,37 @@ _SAFE_HEADERS = frozenset({"content-type", "retry-after", "retry-after-ms", "x-r
 
 
 class FakeVendor(ThreadingHTTPServer):
+    """A fake vendor on loopback; `stream_core.testing.fake_vendor` makes a started one.
+
+    `root`: a folder of recordings, picked by the model the request names. `scenarios`:
+    model -> recordings answered in turn (`ANY_MODEL`, `"*"`, for any other model); a
+    request past a scenario's end gets a 400 in the vendor's shape. `requests` holds every
+    request (body parsed), in order; `request_log` gets one JSON line per request.
+    """
+
     daemon_threads = True
 
     def __init__(
         self,
-        root: Path,
+        root: Path | str | None = None,
         address: tuple[str, int] = ("127.0.0.1", 0),
         *,
+        scenarios: Mapping[str, ScenarioSource] | None = None,
         chunk_size: int | None = None,
         delay: float = 0.0,
         log: TextIO | None = None,
+        request_log: TextIO | None = None,
     ) -> None:
-        self.recordings = index_recordings(root)
+        self.recordings = index_recordings(Path(root)) if root is not None else {}
+        self.scenarios = {m: _Scenario(load_scenario(src)) for m, src in (scenarios or {}).items()}
         self.chunk_size = chunk_size
         self.delay = delay
         self.log = log
-        self.requests: list[tuple[str, str, str]] = []
-        """(method, path, model) of every request, in order."""
+        self.request_log = request_log
+        self.requests: list[ServedRequest] = []
+        """Every request, in order: method, path, model, parsed body, status, answer."""
         self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
         super().__init__(address, _Handler)
 
     @property
@@ -150,11 +251,55 @@ class FakeVendor(ThreadingHTTPServer):
                 return found, shape
         return None, shape
 
+    def pick(self, path: str, model: str) -> tuple[int, str, bytes, dict[str, Any], str]:
+        """(status, answer label, body, metadata, error shape) for one request: the model's
+        scenario, else its recording by name, else the any-model scenario, else a 404."""
+        found, shape = self.find(path, model)
+        scenario = self.scenarios.get(model)
+        if scenario is None and found is None:
+            scenario = self.scenarios.get(ANY_MODEL)
+        if scenario is not None:
+            with self._lock:
+                n = scenario.served
+                scenario.served += 1
+            if n >= len(scenario.recordings):
+                text = (
+                    f"scenario for model {model!r} exhausted: {len(scenario.recordings)} "
+                    f"recording(s), this is request {n + 1}"
+                )
+                data = json.dumps(_exhausted(shape, text)).encode()
+                return 400, "scenario exhausted", data, {_OURS: True}, shape
+            item = scenario.recordings[n]
+            body, meta = load_recording(item)
+            label = f"{model}[{n + 1}]" + (f" {item.name}" if isinstance(item, Path) else "")
+            return int(meta.get("status") or 200), label, body, meta, shape
+        if found is None:
+            data = json.dumps(_not_found(shape, model)).encode()
+            return 404, "not found", data, {_OURS: True}, shape
+        body, meta = found.load()
+        return int(meta.get("status") or 200), f"{found.api}/{found.name}", body, meta, shape
+
     def note(self, line: str) -> None:
         if self.log is not None:
             with self._lock:
                 self.log.write(line + "\n")
                 self.log.flush()
+
+    def keep(self, request: ServedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+            if self.request_log is not None:
+                entry = {
+                    "n": len(self.requests),
+                    "method": request.method,
+                    "path": request.path,
+                    "model": request.model,
+                    "status": request.status,
+                    "answer": request.answer,
+                    "body": request.body,
+                }
+                self.request_log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                self.request_log.flush()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
@@ -163,10 +308,59 @@ class FakeVendor(ThreadingHTTPServer):
         self.note(f"error answering {client_address}: {type(exc).__name__}: {exc}")
 
     def start(self) -> threading.Thread:
-        """Serve from a daemon thread (tests); `shutdown()` stops it."""
-        thread = threading.Thread(target=self.serve_forever, daemon=True)
-        thread.start()
-        return thread
+        """Serve from a daemon thread (tests); `shutdown()` stops it. Idempotent."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+            self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        """Stop serving (if started) and close the socket."""
+        if self._thread is not None:
+            self.shutdown()
+            self._thread.join()
+            self._thread = None
+        self.server_close()
+
+    def __enter__(self) -> FakeVendor:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def fake_vendor(
+    root: Path | str | None = None,
+    *,
+    scenarios: Mapping[str, ScenarioSource] | None = None,
+    chunk_size: int | None = None,
+    delay: float = 0.0,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log: TextIO | None = None,
+    request_log: TextIO | None = None,
+) -> FakeVendor:
+    """A fake vendor serving from a daemon thread; `with` it (or call `stop()`) to end it.
+
+    Point a model at `server.url` (`StreamOptions(base_url=server.url)`; Chat Completions
+    clients add `/v1`). `scenarios` maps a model id (a catalog id works) to the recordings
+    it answers in turn; `root` is a folder of recordings picked by model name. Every
+    request is in `server.requests`.
+    """
+    if root is None and not scenarios:
+        raise ValueError("fake_vendor needs a folder of recordings or scenarios")
+    server = FakeVendor(
+        root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay, log=log,
+        request_log=request_log,
+    )  # fmt: skip
+    server.start()
+    return server
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -186,8 +380,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, raw: bytes) -> None:
         path = unquote(self.path.split("?", 1)[0])
         model = ""
+        payload: Any = None
         try:
-            payload = json.loads(raw) if raw else {}
+            payload = json.loads(raw) if raw else None
             if isinstance(payload, dict) and isinstance(payload.get("model"), str):
                 model = payload["model"]
         except ValueError:
@@ -196,15 +391,19 @@ class _Handler(BaseHTTPRequestHandler):
             match = _MODEL_IN_PATH.search(path)
             model = match.group(1) if match else ""
         server = self.server
-        server.requests.append((self.command, path, model))
-        found, shape = server.find(path, model)
-        if found is None:
-            server.note(f"{self.command} {path} model={model!r} -> 404 (no recording)")
-            self._send_json(404, _not_found(shape, model))
+        status, label, body, meta, _ = server.pick(path, model)
+        server.keep(
+            ServedRequest(
+                method=self.command, path=path, model=model, body=payload,
+                headers={k.lower(): v for k, v in self.headers.items()}, status=status,
+                answer=label, raw=raw,
+            )
+        )  # fmt: skip
+        if meta.get(_OURS):
+            server.note(f"{self.command} {path} model={model!r} -> {status} ({label})")
+            self._send_json(status, body)
             return
-        body, meta = found.load()
-        status = int(meta.get("status") or 200)
-        server.note(f"{self.command} {path} model={model!r} -> {found.api}/{found.name} {status}")
+        server.note(f"{self.command} {path} model={model!r} -> {label} {status}")
         media = _media_type(body, meta)
         self.send_response(status)
         for key, value in (meta.get("headers") or {}).items():
@@ -225,8 +424,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away mid-body: fine
 
-    def _send_json(self, status: int, obj: dict[str, Any]) -> None:
-        data = json.dumps(obj).encode()
+    def _send_json(self, status: int, data: bytes) -> None:
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
@@ -234,8 +432,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+class PortInUse(OSError):
+    """The address to listen on is taken."""
+
+
 def serve(
-    root: Path,
+    root: Path | None,
     host: str,
     port: int,
     *,
@@ -243,11 +445,27 @@ def serve(
     delay: float,
     out: TextIO = sys.stderr,
     ready: Callable[[FakeVendor], None] | None = None,
+    scenarios: Mapping[str, ScenarioSource] | None = None,
+    request_log: TextIO | None = None,
 ) -> int:
-    server = FakeVendor(root, (host, port), chunk_size=chunk_size, delay=delay, log=out)
+    try:
+        server = FakeVendor(
+            root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay,
+            log=out, request_log=request_log,
+        )  # fmt: skip
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(exc.errno, f"port {port} is in use") from None
+        raise
     count = sum(len(v) for v in server.recordings.values())
     apis = ", ".join(sorted(a or "(no api)" for a in server.recordings))
-    out.write(f"serving {count} recordings ({apis}) on {server.url}\n")
+    served = f"{count} recordings ({apis})" if server.recordings else ""
+    if server.scenarios:
+        names = ", ".join(
+            f"{m} ({len(sc.recordings)} in turn)" for m, sc in server.scenarios.items()
+        )
+        served += ("; " if served else "") + f"scenarios: {names}"
+    out.write(f"serving {served} on {server.url}\n")
     out.flush()
     if ready is not None:
         ready(server)

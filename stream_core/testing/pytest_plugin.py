@@ -1,18 +1,33 @@
-"""The contract suite as a pytest plugin, for a provider written outside this repo.
+"""stream-core's pytest plugin (the `pytest11` entry point, active once the package is
+installed): fixtures for testing code that uses stream-core, and the contract suite for a
+provider written outside this repo.
+
+Fixtures, in any test:
+
+- `faux_model`: `faux_model(turns, chunk_size=None, delay=0.0)` makes a scripted model
+  (`stream_core.testing.faux_model`).
+- `replay_client`: `replay_client("answer.body")` makes a client answering every request
+  with that recording; `replay_client(["call.body", "answer.body"])` answers them in turn.
+  Relative paths are looked up beside the test file first (it opens no socket).
+- `fake_vendor`: `fake_vendor(scenarios={"claude-sonnet-4-5": [...]})` starts a fake vendor
+  on loopback (`stream_core.testing.fake_vendor`), stopped after the test.
+
+The contract suite:
 
     pytest --stream-core-provider=my_pkg.my_provider --stream-core-fixtures=tests/recordings
 
 runs every contract test (grammar, `expect`, chunking invariance, scripted faults) on the
 APIs that module serves, over the recordings in `DIR/<api>/*.body` (+ `.json`). Without
-the options the plugin does nothing. Installed by the `testing` extra (respx, hypothesis).
+the options it does nothing. It needs the `testing` extra (respx, hypothesis).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,7 +39,88 @@ pytest.register_assert_rewrite(
     "stream_core.contract_tests.grammar", "stream_core.contract_tests.kit"
 )
 
+if TYPE_CHECKING:
+    from stream_core.testing import FakeVendor, FauxModel, ReplayClient
+    from stream_core.testing._replay import Recording
+    from stream_core.testing._serve import ScenarioSource
+
 _SOURCE = "stream-core-kit"
+
+
+# --- fixtures for harness authors ---------------------------------------------------------
+
+
+@pytest.fixture(name="faux_model")
+def _faux_model_fixture() -> Callable[..., FauxModel]:
+    """Make a scripted model: `faux_model(turns, chunk_size=None, delay=0.0)`."""
+    from stream_core.testing import faux_model
+
+    return faux_model
+
+
+@pytest.fixture(name="replay_client")
+def _replay_client_fixture(request: pytest.FixtureRequest) -> Callable[..., ReplayClient]:
+    """Make a replay client: one recording answers every request, a list answers in turn
+    (a multi-turn test). Relative paths are looked up beside the test file first.
+    Keywords as `stream_core.testing.replay_client` (`chunk_size`, `status`, `headers`,
+    `delay`). An in-memory client: nothing to close."""
+    from stream_core.testing import replay_client, replay_sequence
+
+    here = Path(str(request.path)).parent
+
+    def resolve(recording: Recording) -> Recording:
+        return recording if isinstance(recording, bytes) else _beside(here, recording)
+
+    def make(recordings: Recording | Sequence[Recording], **kwargs: Any) -> ReplayClient:
+        if isinstance(recordings, (str, Path, bytes)):
+            return replay_client(resolve(recordings), **kwargs)
+        return replay_sequence([resolve(r) for r in recordings], **kwargs)
+
+    return make
+
+
+@pytest.fixture(name="fake_vendor")
+def _fake_vendor_fixture(request: pytest.FixtureRequest) -> Iterator[Callable[..., FakeVendor]]:
+    """Start a fake vendor on loopback: `fake_vendor(root=None, scenarios=..., ...)` as
+    `stream_core.testing.fake_vendor` (relative paths looked up beside the test file
+    first); every one started is stopped after the test."""
+    from stream_core.testing import fake_vendor
+
+    here = Path(str(request.path)).parent
+    started: list[FakeVendor] = []
+
+    def make(
+        root: str | Path | None = None,
+        *,
+        scenarios: Mapping[str, ScenarioSource] | None = None,
+        **kwargs: Any,
+    ) -> FakeVendor:
+        resolved: dict[str, ScenarioSource] = {}
+        for model, source in (scenarios or {}).items():
+            if isinstance(source, (str, Path)):
+                resolved[model] = _beside(here, source)
+            else:
+                resolved[model] = [r if isinstance(r, bytes) else _beside(here, r) for r in source]
+        where = _beside(here, root) if root is not None else None
+        server = fake_vendor(where, scenarios=resolved, **kwargs)
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+def _beside(here: Path, name: str | Path) -> Path:
+    """`name` beside the test file when it is there (or its `.body` is), else as given."""
+    path = Path(name)
+    beside = here / path
+    if not path.is_absolute() and (beside.exists() or beside.with_suffix(".body").exists()):
+        return beside
+    return path
+
+
+# --- the contract suite -------------------------------------------------------------------
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,9 +175,7 @@ def _register(module: ModuleType) -> list[str]:
     if not isinstance(api, str) or not callable(fn):
         raise pytest.UsageError(f"{module.__name__} must export API: str and stream()")
     wire = getattr(module, "WIRE", None)
-    register_provider(
-        api, fn, source=_SOURCE, wire=wire if isinstance(wire, WireAPI) else None
-    )
+    register_provider(api, fn, source=_SOURCE, wire=wire if isinstance(wire, WireAPI) else None)
     apis = [api]
     for other in getattr(module, "WIRES", ()):
         if isinstance(other, WireAPI) and other.api != api:
