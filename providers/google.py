@@ -26,9 +26,11 @@ for `parallel_tool_calls`, so `False` raises. `StreamOptions.extra` (`_EXTRA`):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import sys
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring as _quote  # a JSON string literal, raw UTF-8
@@ -893,6 +895,15 @@ def _api_key_env(model: Model) -> str:
     return "GEMINI_API_KEY"
 
 
+def _google_auth_installed() -> bool:
+    if "google.auth" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("google.auth") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 async def _vertex_token(model: Model) -> str | None:
     """An OAuth token from Application Default Credentials (Vertex AI without a key).
 
@@ -901,19 +912,21 @@ async def _vertex_token(model: Model) -> str | None:
     """
     if model.provider != VERTEX:
         return None
-    try:
-        import google.auth
-        import google.auth.transport.requests
-    except ImportError:
+    # Only look for google-auth here: importing it (requests, urllib3) is itself tens of
+    # milliseconds of CPU, so it happens in the worker thread with the refresh.
+    if not _google_auth_installed():
         raise StreamFailure(
             StreamError(
                 kind="auth",
                 message="Vertex AI without an API key needs Application Default Credentials: "
                 "install stream-core[vertex], or set GOOGLE_CLOUD_API_KEY",
             )
-        ) from None
+        )
 
     def fetch() -> str:
+        import google.auth
+        import google.auth.transport.requests
+
         credentials, _ = google.auth.default(scopes=[_VERTEX_SCOPE])
         credentials.refresh(google.auth.transport.requests.Request())  # type: ignore[no-untyped-call,unused-ignore]
         return str(credentials.token)
