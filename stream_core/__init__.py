@@ -101,6 +101,7 @@ from ._types import (
 _layout.install_checkout_finder(__path__)
 
 __version__ = "0.1.0"
+"""The installed version of stream-core."""
 
 __all__ = [
     "KEEP_UNKNOWN_BLOCKS",

@@ -104,6 +104,9 @@ OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"tokens \+ `?max_new_tokens`? must be <=",  # Hugging Face TGI
     )
 )
+"""Vendor and proxy wordings of "the prompt does not fit the context window", matched
+case-insensitively: `error_from_status` and `error_from_vendor` turn an `invalid_request` or
+`server` error whose message matches one into `context_overflow`."""
 
 
 def status_from_code(code: object) -> int | None:
@@ -117,6 +120,12 @@ def status_from_code(code: object) -> int | None:
 
 
 def is_context_overflow(message: str) -> bool:
+    """True when an error message says the prompt did not fit the model's context window.
+
+    Vendors word this many ways (`OVERFLOW_PATTERNS`). stream-core already gives such errors
+    the kind `context_overflow`; this checks text from elsewhere (a gateway's log, another
+    library's exception).
+    """
     return any(p.search(message) for p in OVERFLOW_PATTERNS)
 
 
@@ -129,6 +138,11 @@ class StreamFailure(Exception):
 
 
 class ProtocolError(StreamFailure):
+    """The vendor's stream broke its own format: ends the stream with kind `protocol`.
+
+    Raise it from a translator or decoder with a message saying what was wrong.
+    """
+
     def __init__(self, message: str) -> None:
         super().__init__(StreamError(kind="protocol", message=message))
 

@@ -54,7 +54,10 @@ def _event_repr(self: Any) -> str:
 
 @dataclass(slots=True, repr=False)
 class TextStart:
+    """A text block opened at `content_index`; its `text_delta`s follow."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     type: Literal["text_start"] = field(default="text_start", init=False)
 
     __repr__ = _mark_repr
@@ -62,8 +65,12 @@ class TextStart:
 
 @dataclass(slots=True, repr=False)
 class TextDelta:
+    """A piece of a text block's text; the deltas of a block, joined, are its final text."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     delta: str
+    """The new text (never empty)."""
     type: Literal["text_delta"] = field(default="text_delta", init=False)
 
     __repr__ = _delta_repr
@@ -71,7 +78,10 @@ class TextDelta:
 
 @dataclass(slots=True, repr=False)
 class TextEnd:
+    """The text block at `content_index` is complete (sent on error and abort too)."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     type: Literal["text_end"] = field(default="text_end", init=False)
 
     __repr__ = _mark_repr
@@ -79,7 +89,10 @@ class TextEnd:
 
 @dataclass(slots=True, repr=False)
 class ThinkingStart:
+    """A thinking (reasoning) block opened at `content_index`."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     type: Literal["thinking_start"] = field(default="thinking_start", init=False)
 
     __repr__ = _mark_repr
@@ -87,8 +100,12 @@ class ThinkingStart:
 
 @dataclass(slots=True, repr=False)
 class ThinkingDelta:
+    """A piece of a thinking block's text; joined, the deltas are its final text."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     delta: str
+    """The new thinking text (never empty)."""
     type: Literal["thinking_delta"] = field(default="thinking_delta", init=False)
 
     __repr__ = _delta_repr
@@ -96,7 +113,10 @@ class ThinkingDelta:
 
 @dataclass(slots=True, repr=False)
 class ThinkingEnd:
+    """The thinking block at `content_index` is complete (sent on error and abort too)."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     type: Literal["thinking_end"] = field(default="thinking_end", init=False)
 
     __repr__ = _mark_repr
@@ -104,7 +124,11 @@ class ThinkingEnd:
 
 @dataclass(slots=True, repr=False)
 class ToolCallStart:
+    """A tool-call block opened at `content_index`, with the `id` and `name` known so far
+    (a vendor that sends them later updates the block)."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     type: Literal["toolcall_start"] = field(default="toolcall_start", init=False)
 
     __repr__ = _mark_repr
@@ -112,9 +136,12 @@ class ToolCallStart:
 
 @dataclass(slots=True, repr=False)
 class ToolCallDelta:
+    """A piece of a tool call's argument text, as the vendor streamed it."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     delta: str
-    """A raw fragment of the arguments' JSON text (may be empty)."""
+    """A raw fragment of the arguments' JSON text (never empty)."""
     type: Literal["toolcall_delta"] = field(default="toolcall_delta", init=False)
 
     __repr__ = _delta_repr
@@ -122,7 +149,11 @@ class ToolCallDelta:
 
 @dataclass(slots=True, repr=False)
 class ToolCallEnd:
+    """The tool call at `content_index` is complete: `arguments` is parsed, or the call
+    is marked `truncated` (sent on error and abort too)."""
+
     content_index: int
+    """Position of the block in `message.content`."""
     type: Literal["toolcall_end"] = field(default="toolcall_end", init=False)
 
     __repr__ = _mark_repr
@@ -139,11 +170,16 @@ Delta = (
     | ToolCallDelta
     | ToolCallEnd
 )
+"""The change one `MessageUpdate` carries, told apart by `type` (`text_start`,
+`toolcall_delta`, ...); every kind has `content_index`, the `*Delta` kinds also `delta`."""
 
 
 @dataclass(slots=True, repr=False)
 class MessageStart:
+    """The first event of every stream, exactly once, queued before the request goes out."""
+
     message: AssistantMessage
+    """The live message being built (the same object in every event of the stream)."""
     type: Literal["message_start"] = field(default="message_start", init=False)
 
     __repr__ = _event_repr
@@ -151,8 +187,12 @@ class MessageStart:
 
 @dataclass(slots=True, repr=False)
 class MessageUpdate:
+    """One change to the message: `delta` says which block and what arrived."""
+
     message: AssistantMessage
+    """The live message being built (the same object in every event of the stream)."""
     delta: Delta
+    """What changed: a block's start, a piece of its text, or its end."""
     type: Literal["message_update"] = field(default="message_update", init=False)
 
     __repr__ = _event_repr
@@ -160,13 +200,19 @@ class MessageUpdate:
 
 @dataclass(slots=True, repr=False)
 class MessageEnd:
+    """The last event of every stream, exactly once, also on error and abort: `message` is
+    final (`stop_reason` and `usage` set, and `error` when it failed)."""
+
     message: AssistantMessage
+    """The final message (the same object the earlier events carried)."""
     type: Literal["message_end"] = field(default="message_end", init=False)
 
     __repr__ = _event_repr
 
 
 AssistantStreamEvent = MessageStart | MessageUpdate | MessageEnd
+"""Any event of a stream, told apart by `type`: `message_start` once, `message_update`s,
+`message_end` once."""
 
 
 def event_to_json(event: AssistantStreamEvent) -> dict[str, Any]:

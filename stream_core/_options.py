@@ -27,6 +27,8 @@ __all__ = [
 ]
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+"""How hard a reasoning model should think (`StreamOptions.reasoning`); each API turns it into
+its own effort level or a token budget (`THINKING_BUDGETS`)."""
 PayloadHook = typing.Callable[[dict[str, Any], "Model"], "dict[str, Any] | None"]
 """`on_payload(payload, model)`: called with the request body about to be sent and the model;
 return a dict to send that instead, or None to send `payload` (changed in place or not)."""

@@ -50,6 +50,12 @@ class FramingError(ProtocolError):
 
 
 class SSEBytesDecoder:
+    """Bytes to server-sent events (`text/event-stream`), the default `WireAPI.decoder`.
+
+    The result is the same however the body is chunked: a UTF-8 character or a line split
+    across chunks is kept whole, and a leading byte-order mark is dropped.
+    """
+
     __slots__ = ("_events", "_lines", "_started", "_text")
     media_types: tuple[str, ...] = ("text/event-stream",)
 

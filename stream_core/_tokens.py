@@ -141,6 +141,10 @@ def estimate_context_tokens(context: Context) -> int:
 def fits_context(context: Context, model_context_window: int, max_output_tokens: int = 0) -> bool:
     """Whether the estimated input plus `max_output_tokens` fits the model's context window.
 
-    An estimate: leave some margin (or trim on a `context_overflow` error) near the limit.
+    Call it before sending, to decide whether to trim or compact a history:
+    `fits_context(context, model.context_window, options.max_tokens or model.max_tokens)`.
+    `max_output_tokens` is the room kept for the answer (0: input only). The input is
+    `estimate_context_tokens(context)`, an estimate: leave some margin near the limit, and
+    trim on a `context_overflow` error anyway.
     """
     return estimate_context_tokens(context) + max_output_tokens <= model_context_window
