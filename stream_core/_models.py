@@ -33,6 +33,12 @@ class ModelPrices(BaseModel):
 
 
 class Model(BaseModel):
+    """A model as a call needs it: the `id` sent on the wire, the wire `api` that picks the
+    provider, the `provider` that serves and bills it, its `base_url`, limits
+    (`context_window`, `max_tokens`), `prices` and capabilities. `get_model` gives the
+    catalog's; construct one for any other endpoint (a local server, a gateway) with the
+    same fields."""
+
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1)
@@ -238,5 +244,10 @@ def list_models(provider: str | None = None) -> list[Model]:
 
 
 def register_model(model: Model) -> None:
-    """Add or replace a catalog entry (plugins use this for their models)."""
+    """Add `model` to the catalog, or replace the entry of the same `provider` and `id`.
+
+    `get_model(provider, id)` and `list_models` then return it (a registered model wins over
+    the shipped catalog). For plugins and harnesses that serve models the catalog does not
+    list; registration lasts for the process.
+    """
     _registered[(model.provider, model.id)] = model

@@ -42,6 +42,7 @@ __all__ = [
 
 logger = logging.getLogger("stream_core")
 
+
 class StreamFunction(Protocol):
     """A provider's `stream`: validates at the call, then returns the stream unstarted."""
 
@@ -59,6 +60,9 @@ _BUILTIN = "builtin"
 
 @dataclass(frozen=True)
 class ProviderEntry:
+    """One registered provider: the wire `api` it serves, its `stream` function, who
+    registered it (`source`) and, for providers built on the shared pipeline, its `wire`."""
+
     api: str
     stream: StreamFunction
     source: str
@@ -164,6 +168,8 @@ def load_plugins() -> None:
 
 
 def get_provider(api: str) -> ProviderEntry:
+    """The provider serving the wire API `api`, loading built-ins and then plugins as
+    needed. Raises `ValueError` naming the known APIs when none serves it."""
     _load_builtins()
     entry = _registry.get(api)
     if entry is None:
@@ -186,6 +192,8 @@ def api_key_env(model: Model) -> tuple[str | None, bool]:
 
 
 def list_providers() -> list[ProviderEntry]:
+    """Every registered provider, built-ins and plugins (entry-point group
+    `stream_core.providers`, limited by `STREAM_CORE_PLUGINS`), sorted by API."""
     _load_builtins()
     _load_plugins()
     return sorted(_registry.values(), key=lambda e: e.api)

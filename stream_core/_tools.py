@@ -325,6 +325,9 @@ def audit_tool_pairs(messages: Sequence[Message]) -> ToolPairAudit:
 
 @dataclass(frozen=True)
 class RepairedHistory:
+    """What `repair_tool_pairs` returns: the repaired copy of the history and the audit of
+    the input that says what was wrong."""
+
     messages: list[Message]
     """A sendable copy: every call answered, no orphan results."""
     report: ToolPairAudit

@@ -73,6 +73,8 @@ class _Model(BaseModel):
 
 
 class TextContent(_Model):
+    """A block of text: in a user message, a tool result, or the assistant's answer."""
+
     type: Literal["text"] = "text"
     text: str = ""
     text_signature: str | None = None
@@ -80,6 +82,10 @@ class TextContent(_Model):
 
 
 class ThinkingContent(_Model):
+    """The model's reasoning, as the vendor showed it (a summary, the full text, or nothing but
+    an encrypted payload when `redacted`). Sent back verbatim to the same model; another
+    model gets it as text (`prepare_messages`)."""
+
     type: Literal["thinking"] = "thinking"
     thinking: str = ""
     signature: str | None = None
@@ -89,6 +95,10 @@ class ThinkingContent(_Model):
 
 
 class ImageContent(_Model):
+    """An image in a user message or a tool result: base64 `data` and its `mime_type`
+    (`image/png`, ...). Sent only to models whose `Model.input` lists `image`; others get
+    `IMAGE_OMITTED_TEXT` in its place."""
+
     type: Literal["image"] = "image"
     data: str
     """Base64-encoded image bytes."""
@@ -96,6 +106,10 @@ class ImageContent(_Model):
 
 
 class ToolCall(_Model):
+    """A tool call the model made: `id` (unique in the message; the vendor's, or made up when
+    it sent none), the tool `name` and the parsed `arguments`. Answer it with one
+    `ToolResultMessage` of the same `tool_call_id`; never run one that is `truncated`."""
+
     type: Literal["tool_call"] = "tool_call"
     id: str = ""
     name: str = ""
@@ -242,6 +256,10 @@ class Usage(_Model):
 
 
 StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
+"""Why a message ended: `stop` (the model finished, or hit a stop sequence), `length` (the
+output limit cut it), `tool_use` (it holds a tool call to answer), `error` (see
+`AssistantMessage.error`) or `aborted` (the caller stopped it). The vendor's own word is in
+`AssistantMessage.raw_stop_reason`."""
 ErrorKind = Literal[
     "auth",
     "rate_limit",
@@ -258,6 +276,10 @@ ErrorKind = Literal[
     "protocol",
     "invalid_output",
 ]
+"""What went wrong, as `StreamError.kind`: the same word for the same failure on every
+vendor (`rate_limit`, `context_overflow`, `timeout`, ...), so a harness decides on it, not on
+the vendor's text. `aborted` is the caller's own cancel; `protocol` a stream that broke its
+format; `invalid_output` a structured answer that did not parse or match its schema."""
 
 
 class StreamError(_Model):
@@ -275,12 +297,20 @@ class StreamError(_Model):
 
 
 class UserMessage(_Model):
+    """A user turn: a string, or a list of text and image blocks."""
+
     role: Literal["user"] = "user"
     content: str | list[UserContent]
     timestamp: int = Field(default_factory=_now_ms)
 
 
 class AssistantMessage(_Model):
+    """The model's answer, as every provider returns it: the content blocks (text, thinking,
+    tool calls) in order, `usage`, the normalized `stop_reason` and the vendor's own
+    `raw_stop_reason`, `error` when it failed (failures are data, never raised), and the
+    call's facts (`response_model`, `request_id`, `ttft_ms`, `duration_ms`). Append it to
+    `Context.messages` as it is to continue the conversation, with any vendor."""
+
     role: Literal["assistant"] = "assistant"
     content: list[AssistantContent] = Field(default_factory=list)
     api: str
@@ -319,10 +349,15 @@ class AssistantMessage(_Model):
         return "".join(b.text for b in self.content if isinstance(b, TextContent))
 
     def tool_calls(self) -> list[ToolCall]:
+        """The tool-call blocks, in order (truncated ones included: check `truncated`)."""
         return [b for b in self.content if isinstance(b, ToolCall)]
 
 
 class ToolResultMessage(_Model):
+    """The answer to one tool call: `tool_call_id` and `tool_name` of the call, the result as
+    text and image blocks, and `is_error` when the tool failed (the model sees it as an
+    error and may try again)."""
+
     role: Literal["tool_result"] = "tool_result"
     tool_call_id: str
     tool_name: str
@@ -619,6 +654,10 @@ def expand_message(message: CustomMessage, where: str, depth: int = 0) -> list[M
 
 
 class Tool(_Model):
+    """A tool the model may call: `name`, a `description` the model reads to decide when to
+    call it, and `parameters`, the JSON Schema of its arguments object. `from_model` builds
+    one from a pydantic model."""
+
     name: str = Field(min_length=1)
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
@@ -628,8 +667,12 @@ class Tool(_Model):
     def from_model(
         cls, model: type[BaseModel], *, name: str | None = None, description: str | None = None
     ) -> Tool:
-        """A tool whose arguments are `model`: name from the class, description from its
-        docstring, parameters from its JSON Schema."""
+        """A tool whose arguments are `model`: parameters from its JSON Schema, name from the
+        class (or `name=`), description from its docstring (or `description=`).
+
+        `name=` lets one pydantic class serve as several tools, or give a tool a name that
+        is not a valid class name (`get-weather`); `description=""` sends none.
+        """
         schema = model.model_json_schema()
         schema.pop("title", None)
         doc = description if description is not None else (model.__doc__ or "").strip()

@@ -51,6 +51,10 @@ __all__ = ["Translator", "WireAPI", "WireRequest", "bind_stream", "output_spec",
 
 @dataclass
 class WireRequest:
+    """What `WireAPI.build_request` returns: the `url` to POST to, the JSON `payload` (which
+    `StreamOptions.on_payload` may replace) and the API's own `headers`. Auth headers, the
+    model's and the call's headers are added by the pipeline."""
+
     url: str
     payload: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
