@@ -590,6 +590,10 @@ class AssistantStream:
                 await self._finish(None)
                 return
         if failure is not None:
+            if not self._framed and self._head:
+                # Bytes that never made one frame (a web page under a binary framing's
+                # content type): show what came back.
+                failure.error.message += f"; the body began {_snippet(self._head)}"
             raise failure
         if chunk is None:
             if asm.complete_at_eof:
