@@ -23,7 +23,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any, Literal
 
 from ._cost import CostContext, compute_cost
-from ._errors import RETRYABLE_KINDS, ProtocolError
+from ._errors import RETRYABLE_KINDS, ProtocolError, redact
 from ._events import (
     AssistantStreamEvent,
     MessageUpdate,
@@ -113,6 +113,9 @@ class Assembler:
         output: OutputSpec | None = None,
     ) -> None:
         self.message = message
+        self.secrets: tuple[str, ...] = ()
+        """The request's credentials (set by the stream): the vendor's short strings are
+        redacted as they are stored, so no event shows an echoed key (CONTRACT 4)."""
         self.output = output
         """The structured answer asked for; in tool mode, calls to its tool are the text."""
         self._output_tool = output.name if output is not None and output.mode == "tool" else None
@@ -326,7 +329,7 @@ class Assembler:
         """Record the model id the vendor says it served; anything but a non-empty string
         (vendor bytes are untrusted) is ignored."""
         if isinstance(value, str) and value:
-            self.message.response_model = value
+            self.message.response_model = redact(value, self.secrets) if self.secrets else value
 
     def set_stop_reason(
         self, raw: str | None, *, detail: str | None = None, rule: StopRule | None = None
@@ -335,7 +338,7 @@ class Assembler:
         the vendor says more elsewhere (e.g. a refusal field next to `stop`)."""
         if raw is not None:
             _need_str(raw, "the stop reason")
-            self.message.raw_stop_reason = raw
+            self.message.raw_stop_reason = redact(raw, self.secrets) if self.secrets else raw
         if detail:
             _need_str(detail, "the stop detail")
             self._stop_detail = detail
@@ -349,7 +352,7 @@ class Assembler:
         if value is None or self.message.response_id is not None:
             return
         _need_str(value, "the response id")
-        self.message.response_id = value
+        self.message.response_id = redact(value, self.secrets) if self.secrets else value
 
     def set_usage(
         self,
@@ -451,7 +454,6 @@ class Assembler:
             if self._stop_detail:
                 text += f" ({self._stop_detail})"
             msg.error = StreamError(kind=rule, message=text, retryable=rule in RETRYABLE_KINDS)
-
 
     def _read_output(self) -> None:
         """The structured answer, read once at the end: only from a message that stopped

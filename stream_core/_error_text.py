@@ -12,6 +12,7 @@ from __future__ import annotations
 import email.utils
 import html
 import json
+import math
 import re
 import time
 from typing import Any
@@ -151,20 +152,44 @@ def _as_text(value: Any) -> str:
         return type(value).__name__
 
 
+_RETRY_AFTER_CAP = 1e9
+"""Seconds: a longer wait (`1e309`, a date in the year 9999) is kept as this, so the
+number stays finite and the JSONL dump strict JSON."""
+
+
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """The wait the vendor asked for (`retry-after-ms`, `retry-after` in seconds or as an
+    HTTP date), in seconds; None when absent or unreadable (`30s`, `soon`, `0x10`, an
+    impossible date, NaN): the call then backs off as if the header were absent, and the
+    status keeps its kind."""
     ms = headers.get("retry-after-ms")
     if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
+        seconds = _seconds(ms, 1000)
+        if seconds is not None:
+            return seconds
     value = headers.get("retry-after")
     if not value:
         return None
+    seconds = _seconds(value, 1)
+    if seconds is not None:
+        return seconds
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
+        parsed = email.utils.parsedate_to_datetime(value)
+        at = parsed.timestamp()
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    return _finite(at - time.time())
+
+
+def _seconds(text: str, per_second: int) -> float | None:
+    try:
+        value = float(text) / per_second
+    except (ValueError, OverflowError):
+        return None
+    return _finite(value)
+
+
+def _finite(value: float) -> float | None:
+    if math.isnan(value):
+        return None
+    return min(max(0.0, value), _RETRY_AFTER_CAP)

@@ -200,12 +200,26 @@ def error_from_vendor(
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """`text` with every secret (and any 8+ character prefix of it) replaced."""
+    """`text` with every secret replaced, whatever its length.
+
+    A secret of 8 characters or more is replaced wherever it appears, and so is any run
+    that starts with its first 8 characters (vendors echo a key's head: "sk-ab***"). A
+    shorter one (a local gateway's `sk-1234`, `EMPTY`) is replaced only as a whole token,
+    not preceded or followed by a letter, digit, `_` or `-`: a one-letter key must not
+    blank that letter in every word.
+    """
     for secret in secrets:
-        if secret and len(secret) >= 8:
+        if not secret:
+            continue
+        if len(secret) >= 8:
             text = text.replace(secret, "[redacted]")
-            # Vendors echo a key's first characters ("Incorrect API key provided: sk-ab***").
             text = re.sub(re.escape(secret[:8]) + r"[^\s\"',]*", "[redacted]", text)
+        elif secret in text:
+            text = re.sub(
+                r"(?<![A-Za-z0-9_-])" + re.escape(secret) + r"(?![A-Za-z0-9_-])",
+                "[redacted]",
+                text,
+            )
     return text
 
 

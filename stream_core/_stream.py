@@ -37,6 +37,7 @@ import logging
 import math
 import os
 import random
+import re
 import socket
 import time
 import traceback
@@ -133,6 +134,10 @@ class AssistantStream:
         first event."""
         self._attempt = 0
         self._whole: Any = _NONE
+        self._head = b""
+        """The body's first bytes, kept until the decoder makes a first event of them: a
+        body that ends without one names them in its error."""
+        self._framed = False
         self._scope: anyio.CancelScope | None = None
         """The scope of the await in progress that `options.cancel` may interrupt."""
         self._socket: _Socket | None = None
@@ -148,6 +153,7 @@ class AssistantStream:
             self._request = self._build()
         except StreamFailure as failure:
             self._no_key = failure.error
+        self._asm.secrets = self._secrets
 
     def __repr__(self) -> str:
         states = ("new", "connecting", "streaming", "done")
@@ -246,16 +252,26 @@ class AssistantStream:
             token = await self._interruptible(fetch(self._model), None)
             if token:
                 self._secrets += (token,)
+                self._asm.secrets = self._secrets
                 request.headers["authorization"] = f"Bearer {token}"
         opts = self._options
         while True:
             if self._client is None:
-                self._client = opts.client or await shared_client_async()
+                self._client = opts.client or await self._shared_client()
             error = await self._send()
             if error is None:
                 return
             if not await self._may_retry(error):
                 raise StreamFailure(error)
+
+    async def _shared_client(self) -> httpx.AsyncClient:
+        """The shared client; one the environment makes impossible (a SOCKS proxy without
+        `socksio`, a malformed `HTTPS_PROXY`) is the environment's failure, not the
+        vendor's: reported like a missing key, before any I/O, not retried."""
+        try:
+            return await shared_client_async()
+        except Exception as exc:
+            raise StreamFailure(_environment_error(exc)) from None
 
     def _build(self) -> httpx.Request:
         wire, opts = self._wire, self._options
@@ -335,10 +351,15 @@ class AssistantStream:
         # the body's reads get the transport's per-read timeout (see `_read_chunk`).
         timeouts["read"] = None
         try:
+            # Never follow a redirect, whatever the client says: httpx strips only
+            # `authorization` and `cookie` on a cross-origin hop, so `x-api-key` and the
+            # like would go to whichever host the Location names (CONTRACT 4).
             response = await self._interruptible(
-                self._client.send(self._request, stream=True), first_byte
+                self._client.send(self._request, stream=True, follow_redirects=False),
+                first_byte,
             )
-            self.message.request_id = request_id(response.headers)
+            rid = request_id(response.headers)
+            self.message.request_id = redact(rid, self._secrets) if rid else rid
         except _Expired:
             return StreamError(
                 kind="timeout",
@@ -349,6 +370,9 @@ class AssistantStream:
             return StreamError(kind="timeout", retryable=True, message=self._net_text(exc))
         except httpx.TransportError as exc:
             return StreamError(kind="network", retryable=True, message=self._net_text(exc))
+        if 300 <= response.status_code < 400:
+            await response.aclose()
+            return self._redirect_error(response)
         if response.status_code < 400:
             self._response = response
             self._socket = _own_socket(response)
@@ -423,6 +447,22 @@ class AssistantStream:
             retry_after=retry_after_seconds(response.headers),
         )
 
+    def _redirect_error(self, response: httpx.Response) -> StreamError:
+        """A 3xx: reported, never followed (the credentials stay with the host they were
+        meant for), and not retried: asking again gets the same redirect."""
+        status = response.status_code
+        location = " ".join(response.headers.get("location", "").split())[:500]
+        where = f"redirected to {location}" if location else "a redirect with no Location"
+        message = (
+            f"HTTP {status} from {self._where()}: {where}; not followed, so the request's "
+            "credentials never reach another address (set base_url to where the API is)"
+        )
+        return StreamError(
+            kind="invalid_request",
+            message=redact(message, self._secrets),
+            status_code=status,
+        )
+
     def _net_text(self, exc: Exception) -> str:
         text = str(exc) or type(exc).__name__
         return redact(f"{type(exc).__name__} on {self._where()}: {text}", self._secrets)
@@ -473,9 +513,12 @@ class AssistantStream:
         self._asm = Assembler(
             m, self._model, self._wire.stop_reasons, self._queue, self._pricing, self._output
         )
+        self._asm.secrets = self._secrets
         self._decoder = self._wire.decoder()
         self._translate = None
         self._whole = _NONE
+        self._head = b""
+        self._framed = False
 
     async def _read_chunk(self) -> None:
         if self._whole is not _NONE:
@@ -527,6 +570,11 @@ class AssistantStream:
             events = self._decoder.decode(chunk) if chunk is not None else self._decoder.flush()
         except FramingError as exc:
             events, failure = exc.frames, exc  # what came before the bad bytes still counts
+        if not self._framed:
+            if events:
+                self._framed, self._head = True, b""
+            elif chunk is not None and len(self._head) < _HEAD_LIMIT:
+                self._head += chunk[: _HEAD_LIMIT - len(self._head)]
         asm = self._asm
         for sse in events:
             data = sse.data
@@ -542,11 +590,22 @@ class AssistantStream:
                 await self._finish(None)
                 return
         if failure is not None:
+            if not self._framed and self._head:
+                # Bytes that never made one frame (a web page under a binary framing's
+                # content type): show what came back.
+                failure.error.message += f"; the body began {_snippet(self._head)}"
             raise failure
         if chunk is None:
             if asm.complete_at_eof:
                 await self._finish(None)
                 return
+            if not self._framed and _junk(self._head):
+                # Junk under a stream's content type (a proxy's page, plain text, NULs):
+                # what came back is shown, and asking again would get the same.
+                raise ProtocolError(
+                    f"the body never formed one event (expected {self._wire.terminal_event}): "
+                    f"{_snippet(self._head)}"
+                )
             raise StreamFailure(
                 StreamError(
                     kind="network",
@@ -645,8 +704,12 @@ class AssistantStream:
                 error.message = redact(error.message, self._secrets)
             if m.raw_stop_reason is not None:
                 m.raw_stop_reason = redact(m.raw_stop_reason, self._secrets)
-            if m.response_id is not None:
-                m.response_id = redact(m.response_id, self._secrets)
+            # Every vendor string we keep; the assembler redacts them as they are stored
+            # too, so no event before this one shows an echoed key.
+            for name in ("response_id", "response_model", "request_id"):
+                value = getattr(m, name)
+                if isinstance(value, str):
+                    setattr(m, name, redact(value, self._secrets))
         try:
             self._asm.finalize(error)
         except Exception as exc:  # a bug: the message still ends, as an error, never a raise
@@ -694,6 +757,7 @@ def _otel() -> Any:
 
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
+_HEAD_LIMIT = 512
 
 
 def _frames_in(decoder: Decoder, body: bytes) -> bool:
@@ -712,6 +776,33 @@ async def _one_chunk(body: bytes) -> typing.AsyncIterator[bytes]:
 async def _no_chunks() -> typing.AsyncIterator[bytes]:
     return
     yield b""  # pragma: no cover
+
+
+_PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+def _environment_error(exc: Exception) -> StreamError:
+    """Why the shared HTTP client could not be made, naming the proxy variables set (their
+    names only: a proxy URL may hold a password)."""
+    text = re.sub(r"//[^/\s@'\"]*@", "//[redacted]@", f"{type(exc).__name__}: {exc}")[:500]
+    names = [n for n in _PROXY_VARIABLES for v in (n, n.lower()) if os.environ.get(v)]
+    names = list(dict.fromkeys(names))
+    where = (
+        f"the proxy settings in the environment ({', '.join(names)})"
+        if names
+        else "the environment's HTTP settings"
+    )
+    return StreamError(
+        kind="network",
+        message=f"no HTTP client could be made from {where}: {text}",
+        retryable=False,
+    )
+
+
+def _junk(head: bytes) -> bool:
+    """Whether a body's first bytes hold anything but white space and SSE comments (a
+    keep-alive then a cut connection is a network failure, not junk)."""
+    return any(line.strip() and not line.startswith(b":") for line in head.splitlines())
 
 
 def _aborted() -> StreamError:
