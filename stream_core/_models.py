@@ -15,8 +15,11 @@ import re
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import from_json
+
+from ._checks import base_url_problem, header_problem
+from ._options import SECRET_HEADERS
 
 __all__ = ["Model", "ModelPrices", "get_model", "list_models", "register_model"]
 
@@ -65,6 +68,30 @@ class Model(BaseModel):
 
     def __repr__(self) -> str:
         return f"Model(provider={self.provider!r}, id={self.id!r}, api={self.api!r})"
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        problem = base_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        problem = model_headers_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+def model_headers_problem(headers: dict[str, str]) -> str | None:
+    for k, v in headers.items():
+        problem = header_problem(k, v, secret=k.lower() in SECRET_HEADERS)
+        if problem is not None:
+            return problem
+    return None
 
 
 # A dated snapshot id: Anthropic's -20250929, OpenAI's -2024-08-06.

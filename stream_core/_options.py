@@ -14,6 +14,8 @@ import anyio
 import httpx
 from pydantic import BaseModel
 
+from ._checks import base_url_problem, header_problem, key_problem
+
 if typing.TYPE_CHECKING:
     from ._models import Model
 
@@ -72,7 +74,8 @@ class StreamOptions:
 
     Timeouts are in seconds and separate: `connect_timeout` (TCP/TLS), `first_byte_timeout`
     (request sent to response headers), `idle_timeout` (silence between two chunks of the
-    body). None disables one.
+    body), `total_timeout` (the whole call, retries included: off by default). None
+    disables one.
     """
 
     temperature: float | None = None
@@ -92,6 +95,10 @@ class StreamOptions:
     connect_timeout: float | None = 10.0
     first_byte_timeout: float | None = 300.0
     idle_timeout: float | None = 120.0
+    total_timeout: float | None = None
+    """The whole call, from the first read of the stream to `message_end`, backoff and
+    retries included; at the deadline it ends `timeout` with what arrived. None (the
+    default): no bound, as a long answer may legitimately stream for many minutes."""
     max_retries: int = 2
     max_retry_delay: float = 60.0
     """A vendor asking to wait longer than this fails at once, with `retry_after` set."""
@@ -240,9 +247,32 @@ def _str_dict(value: Any) -> tuple[type[Exception], str] | None:
 
 
 def _secret(value: Any) -> tuple[type[Exception], str] | None:
-    if value is None or type(value) is str:
+    if value is None:
         return None
-    return TypeError, f"expected a string or None, got {type(value).__name__}"  # value unshown
+    if type(value) is not str:
+        return TypeError, f"expected a string or None, got {type(value).__name__}"  # unshown
+    problem = key_problem(value)
+    return None if problem is None else (ValueError, problem)
+
+
+def _headers(value: Any) -> tuple[type[Exception], str] | None:
+    problem = _str_dict(value)
+    if problem is not None:
+        return problem
+    for k, v in value.items():
+        text = header_problem(k, v, secret=k.lower() in SECRET_HEADERS)
+        if text is not None:
+            return ValueError, text
+    return None
+
+
+def _base_url(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None:
+        return None
+    if type(value) is not str:
+        return TypeError, f"expected a string or None, got {type(value).__name__} {_shown(value)}"
+    problem = base_url_problem(value)
+    return None if problem is None else (ValueError, problem)
 
 
 def _dict(value: Any) -> tuple[type[Exception], str] | None:
@@ -367,12 +397,13 @@ _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] =
     "temperature": _number(minimum=0, allow_equal=True, optional=True),
     "max_tokens": _positive_int,
     "api_key": _secret,
-    "headers": _str_dict,
+    "headers": _headers,
     "client": _optional(httpx.AsyncClient, "an httpx.AsyncClient"),
     "cancel": _optional(anyio.Event, "an anyio.Event"),
     "connect_timeout": _number(minimum=0, allow_equal=False, optional=True),
     "first_byte_timeout": _number(minimum=0, allow_equal=False, optional=True),
     "idle_timeout": _number(minimum=0, allow_equal=False, optional=True),
+    "total_timeout": _number(minimum=0, allow_equal=False, optional=True),
     "max_retries": _count,
     "max_retry_delay": _number(minimum=0, allow_equal=True, optional=False),
     "retry_backoff": _number(minimum=0, allow_equal=True, optional=False),
@@ -383,7 +414,7 @@ _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] =
     "metadata": _dict,
     "on_payload": _payload_hook,
     "extra": _dict,
-    "base_url": _optional(str, "a string"),
+    "base_url": _base_url,
     "tool_choice": _tool_choice,
     "parallel_tool_calls": _optional_bool,
     "stop": _stop,

@@ -35,7 +35,6 @@ import importlib.util
 import json
 import logging
 import math
-import os
 import random
 import re
 import socket
@@ -77,7 +76,7 @@ from ._transport import (
     shared_client_async,
 )
 from ._types import AssistantMessage, Context, StreamError
-from ._wire import Translator, WireAPI, _endpoint, bind_stream
+from ._wire import Translator, WireAPI, _endpoint, api_key_from_env, bind_stream
 
 if TYPE_CHECKING:
     from ._otel import ChatSpan
@@ -143,6 +142,8 @@ class AssistantStream:
         self._socket: _Socket | None = None
         """The response's own socket, when its reads honour the transport's read timeout."""
         self._stop_watch: Callable[[], object] | None = None
+        self._deadline: float | None = None
+        """`options.total_timeout` as a time on the event loop's clock, once started."""
         self._started: float | None = None
         self._span: ChatSpan | None = None
         # Built now, inside `stream()`: a bad context, option or payload hook raises here,
@@ -202,6 +203,9 @@ class AssistantStream:
             self._state = _CONNECT
             self._queue.append(MessageStart(self.message))
             self._started = time.perf_counter()
+            total = self._options.total_timeout
+            if total is not None:
+                self._deadline = anyio.current_time() + total
             otel = _otel()
             if otel is not None:
                 self._span = otel.start_span(self._model, self._options)
@@ -209,6 +213,8 @@ class AssistantStream:
         try:
             if self._cancel_requested():
                 raise _Aborted
+            if self._overdue():
+                raise StreamFailure(self._total_timeout_error())
             if self._state == _CONNECT:
                 await self._connect()
                 self._state = _READ
@@ -226,6 +232,9 @@ class AssistantStream:
             except _Aborted:
                 await self._finish(_aborted())
                 return
+            except StreamFailure as late:  # total_timeout passed during the backoff
+                await self._finish(late.error)
+                return
             await self._finish(failure.error)
         except _Aborted:
             await self._finish(_aborted())
@@ -242,8 +251,9 @@ class AssistantStream:
     async def _connect(self) -> None:
         if self._no_key is not None:
             raise StreamFailure(self._no_key)
-        if self._options.cancel is not None and self._stop_watch is None:
-            self._stop_watch = _spawn_detached(self._watch_cancel)
+        watched = self._options.cancel is not None or self._deadline is not None
+        if watched and self._stop_watch is None:
+            self._stop_watch = _spawn_detached(self._watch)
         fetch = self._wire.bearer_token
         request = self._request
         assert request is not None
@@ -279,7 +289,7 @@ class AssistantStream:
         api_key = opts.api_key
         env = wire.api_key_env(model)
         if api_key is None and env:
-            api_key = os.environ.get(env) or None
+            api_key = api_key_from_env(env)
         req = wire.build_request(model, self._context, opts)
         hooked = ""
         if opts.on_payload is not None:
@@ -489,6 +499,8 @@ class AssistantStream:
         if delay is None:
             delay = opts.retry_backoff * (2**self._attempt) * (0.5 + random.random() / 2)
         delay = min(delay, opts.max_retry_delay)
+        if self._deadline is not None and anyio.current_time() + delay >= self._deadline:
+            return False  # no time left for another attempt: this error is the answer
         self._attempt += 1
         logger.info("%s: retrying after %.2fs (%s)", self._wire.api, delay, error.kind)
         await self._close_response()
@@ -537,8 +549,8 @@ class AssistantStream:
         # The read is the one await per chunk, so it carries no cancel scope of its own when
         # the body comes from a socket: a cancel scope costs as much as the rest of the
         # event's work. There the idle timeout is the transport's read timeout (set in
-        # `_send`) and `options.cancel` shuts the socket down (`_watch_cancel`). Other
-        # bodies (mock transports, HTTP/2) get one scope per read with the idle deadline.
+        # `_send`) and `options.cancel` or `total_timeout` shuts the socket down (`_watch`).
+        # Other bodies (mock transports, HTTP/2) get one scope per read with the idle deadline.
         idle = self._options.idle_timeout
         try:
             if self._socket is not None:
@@ -547,13 +559,19 @@ class AssistantStream:
                 chunk = await self._interruptible(self._chunks.__anext__(), idle)
         except StopAsyncIteration:
             chunk = None
+            if self._overdue():  # the watcher shut the socket at the deadline
+                raise StreamFailure(self._total_timeout_error()) from None
         except (_Expired, httpx.ReadTimeout):
+            if self._overdue():
+                raise StreamFailure(self._total_timeout_error()) from None
             raise StreamFailure(
                 StreamError(
                     kind="timeout", retryable=True, message=f"no data for idle_timeout={idle}s"
                 )
             ) from None
         except httpx.TransportError as exc:
+            if self._overdue():
+                raise StreamFailure(self._total_timeout_error()) from None
             raise StreamFailure(
                 StreamError(
                     kind="network",
@@ -618,10 +636,22 @@ class AssistantStream:
         cancel = self._options.cancel
         return cancel is not None and cancel.is_set()
 
+    def _overdue(self) -> bool:
+        deadline = self._deadline
+        return deadline is not None and anyio.current_time() >= deadline
+
+    def _total_timeout_error(self) -> StreamError:
+        # Not retryable: the time the caller allowed for the whole call is spent.
+        return StreamError(
+            kind="timeout",
+            message=f"the call took longer than total_timeout={self._options.total_timeout}s",
+        )
+
     async def _interruptible(self, awaitable: Awaitable[T], timeout: float | None) -> T:
         """Await inside a scope that `options.cancel` can cancel, with an optional deadline.
 
-        Raises `_Aborted` when cancelled by `options.cancel`, `_Expired` at the deadline; a
+        Raises `_Aborted` when cancelled by `options.cancel`, `_Expired` at the deadline,
+        `StreamFailure` (kind `timeout`) when `options.total_timeout` passes first; a
         cancel of the caller's own scope propagates. No task group: errors come out as
         they are, never wrapped in an exception group.
         """
@@ -629,7 +659,10 @@ class AssistantStream:
             _close_awaitable(awaitable)
             raise _Aborted
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
-        with anyio.CancelScope(deadline=deadline) as scope:
+        total = self._deadline if self._state != _DONE else None
+        with anyio.CancelScope(
+            deadline=deadline if total is None else min(deadline, total)
+        ) as scope:
             self._scope = scope
             try:
                 return await awaitable
@@ -637,19 +670,27 @@ class AssistantStream:
                 self._scope = None
         if self._cancel_requested():
             raise _Aborted
+        if total is not None and anyio.current_time() >= total:
+            raise StreamFailure(self._total_timeout_error())
         raise _Expired
 
-    async def _watch_cancel(self) -> None:
-        """The one watcher per stream: wait for `options.cancel`, then interrupt the await
-        in progress at once (its scope, or the socket a scope-free read is blocked on)."""
+    async def _watch(self) -> None:
+        """The one watcher per stream: wait for `options.cancel` or the `total_timeout`
+        deadline, then interrupt the await in progress at once (its scope, or the socket a
+        scope-free read is blocked on)."""
         cancel = self._options.cancel
-        assert cancel is not None
-        await cancel.wait()
+        deadline = self._deadline
+        with anyio.CancelScope(deadline=math.inf if deadline is None else deadline):
+            if cancel is not None:
+                await cancel.wait()
+            else:
+                await anyio.sleep_forever()
         scope, sock = self._scope, self._socket
         if scope is not None:
             scope.cancel()
         elif sock is not None:
-            # The blocked read wakes with end-of-file; the pump sees the event and aborts.
+            # The blocked read wakes with end-of-file; the pump sees the event (or the
+            # deadline) and ends the stream.
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:

@@ -23,8 +23,9 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from ._assembler import Assembler, StopRule
+from ._checks import base_url_problem, image_problem, key_problem, tool_name_problem
 from ._errors import ProtocolError
-from ._models import Model
+from ._models import Model, model_headers_problem
 from ._options import CONTROLS, StreamOptions
 from ._output import OutputMode, OutputSpec, make_output_spec
 from ._sse import Decoder, SSEBytesDecoder
@@ -34,6 +35,7 @@ from ._types import (
     AssistantMessage,
     Context,
     CustomMessage,
+    ImageContent,
     Message,
     ModelMessage,
     Tool,
@@ -170,6 +172,13 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
         raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
     if model.api != api:
         raise ValueError(f"model.api is {model.api!r} but this provider serves {api!r}")
+    # Again: `model_copy(update=...)` and assignment skip the model's own validators.
+    problem = base_url_problem(model.base_url)
+    if problem is not None:
+        raise ValueError(f"model.base_url: {problem}")
+    problem = model_headers_problem(model.headers)
+    if problem is not None:
+        raise ValueError(f"model.headers: {problem}")
     if model.compat:
         _check_compat(wire, model.compat)
     keep_unknown = None
@@ -195,7 +204,17 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ValueError(f"{_where(first['loc'])}: {first['msg']}") from None
+    seen: dict[str, int] = {}
     for i, tool in enumerate(checked.tools or ()):
+        problem = tool_name_problem(tool.name)
+        if problem is not None:
+            raise ValueError(f"context.tools[{i}].name: {problem}")
+        if tool.name in seen:
+            raise ValueError(
+                f"context.tools[{i}].name: {tool.name!r} is also the name of "
+                f"context.tools[{seen[tool.name]}]; tool names must be unique"
+            )
+        seen[tool.name] = i
         _check_json(tool.parameters, f"context.tools[{i}].parameters")
     if options is not None and options.tool_choice is not None:
         _check_tool_choice(options, checked)
@@ -206,7 +225,30 @@ def _check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Contex
                     _check_json(block.arguments, f"context.messages[{i}].content[{j}].arguments")
     if any(isinstance(m, CustomMessage) for m in checked.messages):
         checked = checked.model_copy(update={"messages": _converted(checked.messages)})
+    if not checked.messages:
+        raise ValueError("context.messages: empty; every API needs at least one message to answer")
+    for i, m in enumerate(checked.messages):
+        if isinstance(m, (UserMessage, ToolResultMessage)) and not isinstance(m.content, str):
+            for j, part in enumerate(m.content):
+                if isinstance(part, ImageContent):
+                    bad = image_problem(part.data, part.mime_type)
+                    if bad is not None:
+                        raise ValueError(f"context.messages[{i}].content[{j}].{bad[0]}: {bad[1]}")
     return checked
+
+
+def api_key_from_env(env: str) -> str | None:
+    """The key in environment variable `env`, surrounding whitespace removed (a `.env` file
+    or `$(cat key)` adds a newline or a carriage return; no key has one); None when unset
+    or blank. Anything else that is not a key's character raises, naming the variable and
+    never showing the key."""
+    key = os.environ.get(env, "").strip()
+    if not key:
+        return None
+    problem = key_problem(key)
+    if problem is not None:
+        raise ValueError(f"{env} (from the environment): {problem}")
+    return key
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
@@ -374,7 +416,10 @@ def _endpoint(wire: WireAPI, model: Model, options: StreamOptions) -> Model:
     url = options.base_url or None
     if url is None:
         env = wire.base_url_env.get(model.base_url.rstrip("/"))
-        url = (os.environ.get(env) or None) if env else None
+        url = (os.environ.get(env, "").strip() or None) if env else None
+        problem = base_url_problem(url) if url is not None else None
+        if problem is not None:
+            raise ValueError(f"{env} (from the environment): {problem}")
     if url is None or url == model.base_url:
         return model
     return model.model_copy(update={"base_url": url})

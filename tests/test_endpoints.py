@@ -198,3 +198,22 @@ async def test_known_compat_keys_still_apply() -> None:
 
     assert b"stream_options" not in request.content
     assert "api-key" in request.headers
+
+
+def test_a_base_url_variable_that_is_not_a_url_raises_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "localhost:4000/v1")
+    with pytest.raises(ValueError, match=r"OPENAI_BASE_URL \(from the environment\)"):
+        stream_core.stream(GPT, {"messages": [{"role": "user", "content": "hi"}]},
+                           stream_core.StreamOptions(api_key="k"))  # fmt: skip
+
+
+def test_a_base_url_variable_with_a_trailing_newline_is_used_stripped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:4000/v1\n")
+    s = stream_core.stream(GPT, {"messages": [{"role": "user", "content": "hi"}]},
+                           stream_core.StreamOptions(api_key="k"))  # fmt: skip
+    assert s._request is not None
+    assert str(s._request.url) == "http://127.0.0.1:4000/v1/chat/completions"

@@ -355,3 +355,112 @@ def test_the_shared_client_is_closed_when_the_loop_ends(backend: str) -> None:
 
     anyio.run(main, backend=backend)
     assert seen[0].is_closed
+
+
+# --- total_timeout: a bound on the whole call ------------------------------------------------
+
+
+def _trickle_after(api: str, every: float) -> Handler:
+    """Half of the answer at once, then the rest one byte every `every` seconds: each read
+    comes well within the idle timeout, so only a bound on the whole call stops it."""
+    events = _events(api, _text_body(api))
+    head = _head(api)
+    rest = b"".join(events)[len(head) :]
+
+    async def handler(write: Writer) -> None:
+        await write(head)
+        for i in range(len(rest)):
+            await anyio.sleep(every)
+            await write(rest[i : i + 1])
+        await anyio.sleep(3600)
+
+    return handler
+
+
+def _assert_total_timeout(message: stream_core.AssistantMessage, limit: float) -> None:
+    assert message.stop_reason == "error"
+    assert message.error is not None and message.error.kind == "timeout"
+    assert f"total_timeout={limit}" in message.error.message
+    assert not message.error.retryable
+    assert message.content  # what arrived before is kept
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("injected", [False, True])
+async def test_a_trickling_server_is_stopped_by_total_timeout(api: str, injected: bool) -> None:
+    """If this fails: a server sending a byte just inside the idle timeout holds the call
+    for ever (here it would take minutes; the guard is HIT seconds)."""
+
+    async def call(server: Loopback) -> tuple[stream_core.AssistantMessage, float]:
+        started = anyio.current_time()
+        opts: dict[str, Any] = {"idle_timeout": 0.5, "total_timeout": 1.0}
+        if injected:
+            async with httpx.AsyncClient() as client:
+                message = await _call(server.model(api), client=client, **opts)
+        else:
+            message = await _call(server.model(api), **opts)
+        return message, anyio.current_time() - started
+
+    _, (message, took) = await _with_server([_trickle_after(api, 0.3)], call, api)
+    _assert_total_timeout(message, 1.0)
+    assert 0.9 <= took < 3.0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("api", APIS)
+async def test_total_timeout_interrupts_a_read_blocked_on_the_socket(api: str) -> None:
+    """If this fails: with no idle timeout, the deadline waits for a byte that never comes
+    (the watcher must shut the socket down, as it does for `options.cancel`)."""
+
+    async def call(server: Loopback) -> stream_core.AssistantMessage:
+        return await _call(server.model(api), idle_timeout=None, total_timeout=0.5)
+
+    _, message = await _with_server([_stall_after(_head(api))], call, api)
+    _assert_total_timeout(message, 0.5)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("api", APIS)
+async def test_total_timeout_on_a_body_not_read_from_a_socket(api: str) -> None:
+    """A mock transport's body is read inside a scope per read: the deadline bounds it."""
+    events = _events(api, _text_body(api))
+    head = _head(api)
+    rest = b"".join(events)[len(head) :]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield head
+        for i in range(len(rest)):
+            await anyio.sleep(0.3)
+            yield rest[i : i + 1]
+
+    with anyio.fail_after(HIT):
+        run = await run_provider(
+            api,
+            [vendor_response(api, chunks)],
+            opts=options(idle_timeout=0.5, total_timeout=1.0),
+        )
+    _assert_total_timeout(run.message, 1.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("api", APIS)
+async def test_total_timeout_stops_waiting_for_the_headers(api: str) -> None:
+    """A server that never answers is bounded by total_timeout before first_byte_timeout."""
+
+    async def never(request: httpx.Request) -> httpx.Response:
+        await anyio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    with anyio.fail_after(HIT):
+        run = await run_provider(api, never, opts=options(total_timeout=0.3))
+    assert run.message.error is not None and run.message.error.kind == "timeout"
+    assert "total_timeout=0.3" in run.message.error.message
+
+
+def test_total_timeout_is_checked_like_the_other_timeouts() -> None:
+    assert stream_core.StreamOptions().total_timeout is None
+    with pytest.raises(ValueError, match=r"StreamOptions\.total_timeout"):
+        stream_core.StreamOptions(total_timeout=0)
+    with pytest.raises(TypeError, match=r"StreamOptions\.total_timeout"):
+        stream_core.StreamOptions(total_timeout="5")  # type: ignore[arg-type]
