@@ -35,6 +35,7 @@ import importlib.util
 import json
 import logging
 import math
+import os
 import random
 import re
 import socket
