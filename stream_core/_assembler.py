@@ -452,7 +452,6 @@ class Assembler:
                 text += f" ({self._stop_detail})"
             msg.error = StreamError(kind=rule, message=text, retryable=rule in RETRYABLE_KINDS)
 
-
     def _read_output(self) -> None:
         """The structured answer, read once at the end: only from a message that stopped
         normally (a `length` stop is never a parsed partial object); an answer that does not

@@ -42,6 +42,7 @@ __all__ = [
 
 logger = logging.getLogger("stream_core")
 
+
 class StreamFunction(Protocol):
     """A provider's `stream`: validates at the call, then returns the stream unstarted."""
 
