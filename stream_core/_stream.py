@@ -37,6 +37,7 @@ import logging
 import math
 import os
 import random
+import re
 import socket
 import time
 import traceback
@@ -406,19 +407,25 @@ class AssistantStream:
             if len(buffer) > _UNSTREAMED_LIMIT:
                 break
         await self._close_response()
-        body = bytes(buffer)
-        del buffer
         what = media or "no content type"
-        head = body.lstrip()
-        if self._wire.parse_response is not None and head[:1] in (b"{", b"["):
+        if len(buffer) > _UNSTREAMED_LIMIT:
+            raise ProtocolError(f"answer ({what}) over {_UNSTREAMED_LIMIT} bytes")
+        # The body is parsed as it is, never copied whole: a copy would double the peak.
+        start = _NON_SPACE.search(buffer)
+        first = buffer[start.start() : start.start() + 1] if start else b""
+        if self._wire.parse_response is not None and first in (b"{", b"["):
             try:
-                obj = from_json(body, allow_inf_nan=False)
+                obj = from_json(buffer, allow_inf_nan=False)
             except ValueError:
-                raise ProtocolError(f"unreadable JSON answer ({what}): {_snippet(body)}") from None
+                raise ProtocolError(
+                    f"unreadable JSON answer ({what}): {_snippet(bytes(buffer[:4096]))}"
+                ) from None
             self._whole = obj
             self._chunks = _no_chunks()
             return
-        if len(body) <= _UNSTREAMED_LIMIT and _frames_in(self._wire.decoder(), body):
+        body = bytes(buffer)
+        del buffer
+        if _frames_in(self._wire.decoder(), body):
             self._chunks = _one_chunk(body)
             return
         raise ProtocolError(
@@ -727,6 +734,7 @@ def _otel() -> Any:
 
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
+_NON_SPACE = re.compile(rb"\S")
 
 
 def _frames_in(decoder: Decoder, body: bytes) -> bool:
