@@ -235,3 +235,94 @@ def test_the_price_lookups_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         )
         cost_module._genai_model(model)
     assert len(cost_module._found) <= KEPT_LIMIT * 4
+
+
+# --- content codings and a plugin's decoder (mock transports: no memory measured) ----------
+
+
+def _answer(api: str, body: bytes, coding: str) -> Any:
+    import httpx
+    from stream_core.contract_tests.kit import chunk_stream, framing
+
+    headers = {"content-type": framing(api).media_type, "content-encoding": coding}
+    return httpx.Response(200, headers=headers, content=chunk_stream([body]))
+
+
+async def _run(api: str, response: Any, wire: Any = None, **opts: Any) -> AssistantMessage:
+    import httpx
+    from stream_core.contract_tests.kit import contract_context, contract_model, options
+
+    from stream_core._registry import get_provider
+    from stream_core._stream import AssistantStream
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: response))
+    async with client:
+        wire = wire or get_provider(api).wire
+        stream = AssistantStream(
+            wire, contract_model(api), contract_context(), options(client=client, **opts)
+        )
+        return await stream.result()
+
+
+def _deflate(body: bytes, wbits: int) -> bytes:
+    import zlib
+
+    z = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    return z.compress(body) + z.flush()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("wbits", [15, -15, 31], ids=["deflate", "raw-deflate", "gzip"])
+async def test_one_layer_of_compression_is_decoded(wbits: int) -> None:
+    from stream_core.contract_tests.kit import text_case
+
+    api = "openai-completions"
+    coding = "gzip" if wbits == 31 else "deflate"
+    message = await _run(api, _answer(api, _deflate(text_case(api).body, wbits), coding))
+    assert message.error is None and message.stop_reason == "stop"
+    assert message.content
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("coding", ["compress", "gzip, deflate", "zstd"])
+async def test_unknown_or_stacked_codings_are_not_decoded(coding: str) -> None:
+    api = "anthropic-messages"
+    message = await _run(api, _answer(api, b"\x1f\x8b junk", coding))
+    assert message.error is not None and message.error.kind == "protocol"
+    assert "not decoded" in message.error.message
+
+
+@pytest.mark.anyio
+async def test_a_plugin_decoder_without_a_cap_is_bounded_by_the_stream() -> None:
+    import dataclasses
+
+    from stream_core._registry import get_provider
+
+    class Swallow:
+        """A decoder that buffers everything and never gives a frame."""
+
+        media_types = ("text/event-stream",)
+
+        def __init__(self) -> None:
+            self.held: list[bytes] = []
+
+        def decode(self, chunk: bytes) -> list[Any]:
+            self.held.append(chunk)
+            return []
+
+        def flush(self) -> list[Any]:
+            return []
+
+    api = "openai-completions"
+    wire = dataclasses.replace(get_provider(api).wire, decoder=Swallow)  # type: ignore[type-var]
+
+    async def endless() -> Any:
+        for _ in range(64):
+            yield b"x" * 65536
+
+    import httpx
+
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=endless())
+    message = await _run(api, response, wire, max_event_bytes=1024 * 1024)
+    assert message.error is not None and message.error.kind == "protocol"
+    assert "over 1048576 bytes" in message.error.message
