@@ -23,7 +23,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any, Literal
 
 from ._cost import CostContext, compute_cost
-from ._errors import RETRYABLE_KINDS, ProtocolError, redact
+from ._errors import RETRYABLE_KINDS, ProtocolError, first_time, quote, redact
 from ._events import (
     AssistantStreamEvent,
     MessageUpdate,
@@ -79,7 +79,8 @@ def check_stop_rules(table: Mapping[str, str], where: str) -> None:
 
 
 _TEXT, _THINKING, _TOOL = 0, 1, 2
-_warned_unknown: set[tuple[str, str]] = set()
+_warned_unknown: set[tuple[str, ...]] = set()
+"""(api, stop reason) pairs warned about: bounded in count and size (`first_time`)."""
 
 
 class _Open:
@@ -434,9 +435,10 @@ class Assembler:
         elif raw is not None:
             found = self._stop_reasons.get(raw)
             if found is None:
-                if (msg.api, raw) not in _warned_unknown:
-                    _warned_unknown.add((msg.api, raw))
-                    logger.warning("%s: unknown stop reason %r, treated as stop", msg.api, raw)
+                if first_time(_warned_unknown, msg.api, raw):
+                    logger.warning(
+                        "%s: unknown stop reason %s, treated as stop", msg.api, quote(raw)
+                    )
             else:
                 rule = found
         calls = [b for b in msg.content if isinstance(b, ToolCall)]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 from pydantic_core import from_json
 
+from ._errors import KEPT_LIMIT, first_time, quote
 from ._models import Model, ModelPrices
 from ._types import Cost, Usage
 
@@ -63,7 +64,7 @@ class CostContext:
 
 
 _DEFAULT = CostContext()
-_warned_hosts: set[str] = set()
+_warned_hosts: set[tuple[str, ...]] = set()
 
 
 def long_cache_honored(model: Model) -> bool:
@@ -85,12 +86,11 @@ def cost_context(model: Model, options: StreamOptions) -> CostContext:
             ttl = "1h"
         else:
             host = httpx.URL(model.base_url).host
-            if host not in _warned_hosts:
-                _warned_hosts.add(host)
+            if first_time(_warned_hosts, host):
                 logger.warning(
                     "%s: cache_retention='long' needs api.anthropic.com; "
                     "this host gets 5-minute cache entries, priced as such",
-                    host,
+                    quote(host),
                 )
     tier = options.extra.get("service_tier")
     if not isinstance(tier, str) or tier == "auto":
@@ -258,9 +258,12 @@ def _genai_model(model: Model) -> _Found | None:
         # read for it.
         return None
     key = (model.provider, model.id, model.base_url)
-    if key not in _found:
-        _found[key] = _lookup(_GENAI_PROVIDER.get(model.provider), model.base_url, model.id)
-    return _found[key]
+    if key in _found:
+        return _found[key]
+    found = _lookup(_GENAI_PROVIDER.get(model.provider), model.base_url, model.id)
+    if len(_found) < KEPT_LIMIT * 4:  # bounded: models made on the fly are looked up anew
+        _found[key] = found
+    return found
 
 
 def _lookup(provider_id: str | None, base_url: str, model_id: str) -> _Found | None:
@@ -374,7 +377,8 @@ def _rates(
             _rate(base if write is None else write),
         )
     if fixed:
-        _rates_cache[key] = result
+        if len(_rates_cache) < KEPT_LIMIT * 4:
+            _rates_cache[key] = result
     return result
 
 

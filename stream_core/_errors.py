@@ -243,3 +243,31 @@ def secrets_in(headers: Mapping[str, str], api_key: str | None = None) -> tuple[
             found += [part.partition("=")[2].strip() for part in value.split(";")]
     # Longest first, so a whole value is replaced before a part of it.
     return tuple(sorted({s for s in found if s}, key=len, reverse=True))
+
+
+# --- what is kept across calls, and what a log line quotes -----------------------------------
+
+_QUOTE_LIMIT = 64
+KEPT_LIMIT = 256
+"""The most entries any process-wide cache or "warned once" set holds."""
+
+
+def quote(value: str, limit: int = _QUOTE_LIMIT) -> str:
+    """`repr` of a vendor value for a log line, cut to a short prefix (a vendor may send
+    megabytes where a word was expected)."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value)} chars)"
+
+
+def first_time(seen: set[tuple[str, ...]], *key: str) -> bool:
+    """Whether `key` is new to `seen`, recording it: for "warn once" per value. Keys are
+    cut to a short prefix and the set holds at most `KEPT_LIMIT` of them (then it starts
+    over: a warning may repeat, memory never grows with what vendors send)."""
+    kept = tuple(k[:_QUOTE_LIMIT] for k in key)
+    if kept in seen:
+        return False
+    if len(seen) >= KEPT_LIMIT:
+        seen.clear()
+    seen.add(kept)
+    return True

@@ -126,13 +126,16 @@ _KINDS_LIMIT = 256
 class EventStreamDecoder:
     """Body bytes to `EventStreamFrame`s (the `Decoder` protocol of `stream_core._sse`)."""
 
-    __slots__ = ("_buffer", "_error", "_offset")
+    __slots__ = ("_buffer", "_error", "_offset", "max_event_bytes")
     media_types: tuple[str, ...] = ("application/vnd.amazon.eventstream",)
 
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._offset = 0
         self._error: FramingError | None = None
+        self.max_event_bytes = _MAX_MESSAGE
+        """Set by the stream from `StreamOptions.max_event_bytes` (the format's own limit,
+        16 MiB, holds whatever it says)."""
 
     def decode(self, chunk: bytes) -> list[EventStreamFrame]:
         if self._error is not None:
@@ -166,6 +169,8 @@ class EventStreamDecoder:
                     raise FramingError("event-stream prelude CRC mismatch")
                 if not _MIN_MESSAGE <= total <= _MAX_MESSAGE:
                     raise FramingError(f"event-stream message length {total} is impossible")
+                if total > self.max_event_bytes:
+                    raise FramingError(f"event-stream frame over {self.max_event_bytes} bytes")
                 if headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS):
                     raise FramingError(f"event-stream headers length {headers_len} is impossible")
                 if size - pos < total:

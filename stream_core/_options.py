@@ -99,6 +99,11 @@ class StreamOptions:
     """The whole call, from the first read of the stream to `message_end`, backoff and
     retries included; at the deadline it ends `timeout` with what arrived. None (the
     default): no bound, as a long answer may legitimately stream for many minutes."""
+    max_event_bytes: int = 8 * 1024 * 1024
+    """The most one SSE line or event, NDJSON line or event-stream frame may hold (8 MiB).
+    A body that grows one past it ends the stream `protocol` ("line over N bytes"), with
+    the content that arrived before it kept; memory stays bounded whatever the server
+    sends. (AWS frames are capped at 16 MiB by their format in any case.)"""
     max_retries: int = 2
     max_retry_delay: float = 60.0
     """A vendor asking to wait longer than this fails at once, with `retry_after` set."""
@@ -405,6 +410,7 @@ _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] =
     "idle_timeout": _number(minimum=0, allow_equal=False, optional=True),
     "total_timeout": _number(minimum=0, allow_equal=False, optional=True),
     "max_retries": _count,
+    "max_event_bytes": _positive_int,
     "max_retry_delay": _number(minimum=0, allow_equal=True, optional=False),
     "retry_backoff": _number(minimum=0, allow_equal=True, optional=False),
     "reasoning": _one_of(None, *_EFFORTS),

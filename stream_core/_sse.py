@@ -5,6 +5,11 @@ split on CR, LF and CRLF only (httpx-sse's line decoder, not `str.splitlines`, w
 break a JSON string holding U+2028 or U+0085), and fields are read by httpx-sse's
 `SSEDecoder` (comments and `retry:` ignored). An event the body does not finish with a
 blank line is dropped, as the SSE spec says.
+
+Every decoder here holds at most `max_event_bytes` of an unfinished line, event or frame
+(`StreamOptions.max_event_bytes`, set by the stream): past it, `FramingError("... over N
+bytes")` with the frames before it, so a server that never ends a line cannot grow memory
+without limit. The check is a running count, so reaching the cap costs linear time.
 """
 
 from __future__ import annotations
@@ -29,8 +34,16 @@ class _Event(Protocol):
     def data(self) -> str: ...
 
 
+DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+
 class Decoder(Protocol):
-    """Turns body bytes into events with `.event` and `.data`, whatever the chunking."""
+    """Turns body bytes into events with `.event` and `.data`, whatever the chunking.
+
+    A decoder with a `max_event_bytes` attribute gets `StreamOptions.max_event_bytes` in
+    it and enforces it itself; for one without, the stream ends a body that gives no frame
+    in more than that many bytes (`_stream`).
+    """
 
     media_types: tuple[str, ...]
     """Content types that announce this framing; another 2xx answer is read whole."""
@@ -56,7 +69,15 @@ class SSEBytesDecoder:
     across chunks is kept whole, and a leading byte-order mark is dropped.
     """
 
-    __slots__ = ("_events", "_lines", "_started", "_text")
+    __slots__ = (
+        "_event_size",
+        "_events",
+        "_held",
+        "_lines",
+        "_started",
+        "_text",
+        "max_event_bytes",
+    )
     media_types: tuple[str, ...] = ("text/event-stream",)
 
     def __init__(self) -> None:
@@ -64,6 +85,11 @@ class SSEBytesDecoder:
         self._lines = SSELineDecoder()
         self._events = SSEDecoder()
         self._started = False
+        self._held = 0
+        """Characters of the unfinished line held by `_lines`."""
+        self._event_size = 0
+        """Characters of the lines of the event not yet dispatched."""
+        self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
 
     def decode(self, chunk: bytes) -> list[ServerSentEvent]:
         text = self._text.decode(chunk)
@@ -75,7 +101,16 @@ class SSEBytesDecoder:
                 text = text[1:]
                 if not text:
                     return []
-        return self._feed(self._lines.decode(text))
+        lines = self._lines.decode(text)
+        if lines:
+            held = self._lines.buffer
+            self._held = len(held[0]) if held else 0
+        else:
+            self._held += len(text)
+        out = self._feed(lines)
+        if self._held > self.max_event_bytes:
+            raise FramingError(f"SSE line over {self.max_event_bytes} bytes", out)
+        return out
 
     def flush(self) -> list[ServerSentEvent]:
         tail = self._text.decode(b"", final=True)
@@ -87,11 +122,19 @@ class SSEBytesDecoder:
 
     def _feed(self, lines: list[str]) -> list[ServerSentEvent]:
         decode = self._events.decode
-        out = []
+        out: list[ServerSentEvent] = []
+        size = self._event_size
         for line in lines:
+            if line:
+                size += len(line)
+                if size > self.max_event_bytes:
+                    raise FramingError(f"SSE event over {self.max_event_bytes} bytes", out)
+            else:
+                size = 0  # a blank line ends the event, dispatched or not
             sse = decode(line)
             if sse is not None:
                 out.append(sse)
+        self._event_size = size
         return out
 
 
@@ -111,7 +154,7 @@ class NDJSONBytesDecoder:
     must read as a stream that ended early, not as a malformed record.
     """
 
-    __slots__ = ("_parts",)
+    __slots__ = ("_held", "_parts", "max_event_bytes")
     media_types: tuple[str, ...] = (
         "application/x-ndjson",
         "application/ndjson",
@@ -123,11 +166,17 @@ class NDJSONBytesDecoder:
         self._parts: list[bytes] = []
         """The unfinished line, as the pieces that arrived: joined once, when it ends, so a
         long line in small chunks costs O(its length), not O(length x chunks)."""
+        self._held = 0
+        """Bytes in `_parts`."""
+        self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
 
     def decode(self, chunk: bytes) -> list[Frame]:
         if b"\n" not in chunk:
             if chunk:
                 self._parts.append(chunk)
+                self._held += len(chunk)
+                if self._held > self.max_event_bytes:
+                    raise FramingError(f"NDJSON line over {self.max_event_bytes} bytes")
             return []
         lines = chunk.split(b"\n")
         if self._parts:
@@ -135,11 +184,16 @@ class NDJSONBytesDecoder:
             lines[0] = b"".join(self._parts)
         tail = lines.pop()
         self._parts = [tail] if tail else []
-        return [self._frame(line) for line in lines if line and not line.isspace()]
+        self._held = len(tail)
+        out = [self._frame(line) for line in lines if line and not line.isspace()]
+        if self._held > self.max_event_bytes:
+            raise FramingError(f"NDJSON line over {self.max_event_bytes} bytes", out)
+        return out
 
     def flush(self) -> list[Frame]:
         tail = b"".join(self._parts)
         self._parts = []
+        self._held = 0
         if not tail or tail.isspace():
             return []
         try:

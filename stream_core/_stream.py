@@ -74,6 +74,7 @@ from ._transport import (
     _own_socket,
     _Socket,
     _spawn_detached,
+    body_chunks,
     shared_client_async,
 )
 from ._types import AssistantMessage, Context, StreamError
@@ -126,7 +127,9 @@ class AssistantStream:
         self._client: httpx.AsyncClient | None = None
         self._response: httpx.Response | None = None
         self._chunks: Any = None
-        self._decoder = wire.decoder()
+        self._decoder = self._new_decoder()
+        self._unframed = 0
+        """Bytes read since the last frame, for a decoder that does not cap itself."""
         self._translate: Translator | None = None
         self._secrets: tuple[str, ...] = ()
         self._no_key: StreamError | None = None
@@ -388,11 +391,9 @@ class AssistantStream:
             self._response = response
             self._socket = _own_socket(response)
             # Raw bytes skip one async generator per chunk, which on a socket is one per
-            # event. We ask for identity; a body compressed anyway still gets decoded, and
-            # so does any body not read from a socket (a mock's may be read already).
-            encoded = response.headers.get("content-encoding", "identity") != "identity"
-            raw = self._socket is not None and not encoded
-            self._chunks = response.aiter_raw() if raw else response.aiter_bytes()
+            # event. We ask for identity; a body compressed anyway is decoded a bounded
+            # piece at a time (`body_chunks`), never a whole read at once by httpx.
+            self._chunks = body_chunks(response)
             if self._socket is not None:
                 # httpcore takes the read timeout from this dict when the body is first
                 # read, i.e. after this point: a socket-level idle timeout, per read.
@@ -401,17 +402,30 @@ class AssistantStream:
             if media not in self._decoder.media_types:
                 await self._read_unstreamed(media)
             return None
+        # The error body is read up to its cap, counted after content decoding: a small
+        # compressed body cannot inflate past it.
+        buffer = bytearray()
+        unread = ""
+        chunks: Any = None
         try:
-            body = b""
-            async for part in response.aiter_bytes():
-                body += part
-                if len(body) > _ERROR_BODY_LIMIT:
+            chunks = body_chunks(response)
+            async for part in chunks:
+                buffer += part
+                if len(buffer) > _ERROR_BODY_LIMIT:
                     break
+        except ProtocolError as exc:
+            unread = exc.error.message
         except httpx.HTTPError:
             pass
         finally:
-            await response.aclose()
-        return self._http_error(response, body)
+            with anyio.CancelScope(shield=True):
+                if chunks is not None:
+                    await chunks.aclose()
+                await response.aclose()
+        error = self._http_error(response, bytes(buffer[:_ERROR_BODY_LIMIT]))
+        if unread:
+            error.message += f" ({unread})"
+        return error
 
     async def _read_unstreamed(self, media: str) -> None:
         """A 2xx answer that did not say it is our stream: read it whole and decide.
@@ -421,23 +435,31 @@ class AssistantStream:
         anything else (a login page, plain text, an empty body) ends the stream `protocol`,
         with no retry: asking again gets the same page.
         """
-        body = b""
+        buffer = bytearray()
         async for part in self._chunks:
-            body += part
-            if len(body) > _UNSTREAMED_LIMIT:
+            buffer += part
+            if len(buffer) > _UNSTREAMED_LIMIT:
                 break
         await self._close_response()
         what = media or "no content type"
-        head = body.lstrip()
-        if self._wire.parse_response is not None and head[:1] in (b"{", b"["):
+        if len(buffer) > _UNSTREAMED_LIMIT:
+            raise ProtocolError(f"answer ({what}) over {_UNSTREAMED_LIMIT} bytes")
+        # The body is parsed as it is, never copied whole: a copy would double the peak.
+        start = _NON_SPACE.search(buffer)
+        first = buffer[start.start() : start.start() + 1] if start else b""
+        if self._wire.parse_response is not None and first in (b"{", b"["):
             try:
-                obj = from_json(body, allow_inf_nan=False)
+                obj = from_json(buffer, allow_inf_nan=False)
             except ValueError:
-                raise ProtocolError(f"unreadable JSON answer ({what}): {_snippet(body)}") from None
+                raise ProtocolError(
+                    f"unreadable JSON answer ({what}): {_snippet(bytes(buffer[:4096]))}"
+                ) from None
             self._whole = obj
             self._chunks = _no_chunks()
             return
-        if len(body) <= _UNSTREAMED_LIMIT and _frames_in(self._wire.decoder(), body):
+        body = bytes(buffer)
+        del buffer
+        if _frames_in(self._wire.decoder(), body):
             self._chunks = _one_chunk(body)
             return
         raise ProtocolError(
@@ -515,6 +537,15 @@ class AssistantStream:
             self._state = _CONNECT
         return True
 
+    def _new_decoder(self) -> Decoder:
+        """The wire's decoder with `max_event_bytes` set in it, when it takes one."""
+        decoder = self._wire.decoder()
+        self._capped = hasattr(decoder, "max_event_bytes")
+        if self._capped:
+            # (AWS frames stay within their format's 16 MiB whatever this says.)
+            decoder.max_event_bytes = self._options.max_event_bytes  # type: ignore[attr-defined]
+        return decoder
+
     def _reset_message(self) -> None:
         m = self.message
         m.content.clear()
@@ -527,7 +558,8 @@ class AssistantStream:
             m, self._model, self._wire.stop_reasons, self._queue, self._pricing, self._output
         )
         self._asm.secrets = self._secrets
-        self._decoder = self._wire.decoder()
+        self._decoder = self._new_decoder()
+        self._unframed = 0
         self._translate = None
         self._whole = _NONE
         self._head = b""
@@ -614,6 +646,13 @@ class AssistantStream:
                 # content type): show what came back.
                 failure.error.message += f"; the body began {_snippet(self._head)}"
             raise failure
+        if not self._capped and chunk is not None:
+            # A plugin's decoder with no cap of its own: no frame in more than the cap's
+            # worth of bytes ends the stream, so whatever it buffers stays bounded.
+            self._unframed = 0 if events else self._unframed + len(chunk)
+            cap = self._options.max_event_bytes
+            if self._unframed > cap:
+                raise ProtocolError(f"no event in {self._unframed} bytes (over {cap} bytes)")
         if chunk is None:
             if asm.complete_at_eof:
                 await self._finish(None)
@@ -800,6 +839,7 @@ def _otel() -> Any:
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
 _HEAD_LIMIT = 512
+_NON_SPACE = re.compile(rb"\S")
 
 
 def _frames_in(decoder: Decoder, body: bytes) -> bool:

@@ -14,11 +14,14 @@ import asyncio
 import ssl
 import threading
 import weakref
-from collections.abc import Callable, Coroutine
+import zlib
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Protocol
 
 import anyio
 import httpx
+
+from ._errors import ProtocolError
 
 # --- the response's socket ----------------------------------------------------------------
 
@@ -42,6 +45,104 @@ def _own_socket(response: httpx.Response) -> _Socket | None:
         return None
     # A socket.socket, or asyncio's TransportSocket wrapper: both can be shut down.
     return sock if callable(getattr(sock, "shutdown", None)) else None
+
+
+# --- the body's bytes ---------------------------------------------------------------------
+
+_PIECE = 64 * 1024
+"""The most one step of content decoding yields: a small compressed body that inflates to
+gigabytes is decoded a bounded piece at a time, so whoever reads it can stop at its cap."""
+
+
+def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The response body's bytes, content-decoded here, never by httpx.
+
+    httpx decodes a whole network read at once, with no bound on what it inflates to (1.8 KB
+    of `gzip, gzip` is a gigabyte). We ask for `accept-encoding: identity`; a server that
+    compresses anyway gets one layer of gzip or deflate (or br, with a `brotli` that can
+    bound its output) decoded `_PIECE` bytes at a time. Stacked or unknown codings, which no
+    vendor sends, raise `ProtocolError` without a byte decoded. A body already in memory (a
+    mock's) is read as httpx has it.
+    """
+    header = response.headers.get("content-encoding", "")
+    codings = [c.strip().lower() for c in header.split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if response.is_stream_consumed or not codings:
+        return response.aiter_bytes() if response.is_stream_consumed else response.aiter_raw()
+    if len(codings) > 1 or _inflater(codings[0]) is None:
+        raise ProtocolError(f"body in content-encoding {header[:80]!r}: not decoded")
+    return _decoded(response.aiter_raw(), codings[0])
+
+
+def _inflater(coding: str) -> Callable[[bytes, int], bytes] | None:
+    """A bounded step `(data, max_out) -> out` for `coding`; None for one we don't decode.
+
+    `data` is the input not consumed by the previous step, or b"" for more of its output."""
+    if coding in ("gzip", "x-gzip", "deflate"):
+        return _Inflate(coding).step
+    if coding == "br":
+        try:
+            import brotli  # type: ignore[import-not-found, unused-ignore]
+        except ImportError:
+            return None
+        dec = brotli.Decompressor()
+        try:
+            dec.process(b"", output_buffer_limit=1)
+        except TypeError:  # an older brotli cannot bound its output
+            return None
+
+        def unbrotli(data: bytes, limit: int) -> bytes:
+            if not data and dec.can_accept_more_data():
+                return b""
+            return bytes(dec.process(data, output_buffer_limit=limit))
+
+        return unbrotli
+    return None
+
+
+class _Inflate:
+    __slots__ = ("_d", "_first", "_raw_fallback")
+
+    def __init__(self, coding: str) -> None:
+        self._d = zlib.decompressobj(zlib.MAX_WBITS | 16 if coding != "deflate" else zlib.MAX_WBITS)
+        self._first = True
+        self._raw_fallback = coding == "deflate"
+
+    def step(self, data: bytes, limit: int) -> bytes:
+        d = self._d
+        data = data or d.unconsumed_tail
+        try:
+            out = d.decompress(data, limit)
+        except zlib.error:
+            if not (self._raw_fallback and self._first):
+                raise
+            # Some servers send raw deflate, without the zlib wrapper.
+            d = self._d = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = d.decompress(data, limit)
+        self._first = False
+        return out
+
+
+async def _decoded(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
+    step = _inflater(coding)
+    assert step is not None
+    try:
+        async for data in raw:
+            out = step(data, _PIECE)
+            while out:
+                yield out
+                # The rest of this input, or more output from it, a piece at a time.
+                out = step(b"", _PIECE)
+    except zlib.error as exc:
+        raise ProtocolError(f"body in content-encoding {coding!r} is corrupt: {exc}") from None
+    except Exception as exc:
+        if type(exc).__name__ != "error":  # brotli.error
+            raise
+        raise ProtocolError(f"body in content-encoding {coding!r} is corrupt") from None
+    finally:
+        aclose = getattr(raw, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 # --- detached tasks and the shared client -------------------------------------------------
