@@ -58,6 +58,7 @@ from stream_core.provider import (
     output_spec,
     parse_json,
     prepare_messages,
+    refuse_forced_tool,
     required_field,
     vendor_error_fields,
 )
@@ -223,14 +224,11 @@ def _sampling(payload: dict[str, Any], options: StreamOptions, *, thinking: bool
 
 def _tool_choice(options: StreamOptions, *, thinking: bool) -> dict[str, Any] | None:
     """Anthropic's `tool_choice` object, or None to send none (the vendor's `auto`)."""
-    choice = options.tool_choice
-    if thinking and (choice == "required" or isinstance(choice, dict)):
-        raise ValueError(
-            f"StreamOptions.tool_choice: {API} cannot force a tool ({choice!r}) while "
-            f"extended thinking is on (StreamOptions.reasoning={options.reasoning!r}); use "
-            "'auto' or turn reasoning off (an output_schema on a model without native "
-            "structured output forces a tool too)"
+    if thinking:
+        refuse_forced_tool(
+            options, API, f"while extended thinking is on (reasoning={options.reasoning!r})"
         )
+    choice = options.tool_choice
     if isinstance(choice, dict):
         out: dict[str, Any] = {"type": "tool", "name": choice["tool"]}
     elif choice is not None:

@@ -76,6 +76,7 @@ from stream_core.provider import (
     output_spec,
     parse_json,
     prepare_messages,
+    refuse_forced_tool,
     required_field,
 )
 
@@ -321,14 +322,13 @@ def _sends_tools(messages: list[dict[str, Any]], options: StreamOptions) -> bool
 
 
 def _tool_choice(options: StreamOptions, *, thinking: bool) -> dict[str, Any] | None:
-    choice = options.tool_choice
-    if thinking and (choice == "required" or isinstance(choice, dict)):
-        raise ValueError(
-            f"StreamOptions.tool_choice: {API} (Claude) cannot force a tool ({choice!r}) "
-            f"while extended thinking is on (StreamOptions.reasoning={options.reasoning!r}); "
-            "use 'auto' or turn reasoning off (an output_schema on a model without native "
-            "structured output forces a tool too)"
+    if thinking:
+        refuse_forced_tool(
+            options,
+            API,
+            f"for Claude while extended thinking is on (reasoning={options.reasoning!r})",
         )
+    choice = options.tool_choice
     if isinstance(choice, dict):
         return {"tool": {"name": choice["tool"]}}
     if choice is None:

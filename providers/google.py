@@ -63,6 +63,7 @@ from stream_core.provider import (
     WireAPI,
     WireRequest,
     as_object,
+    copy_controls,
     error_from_vendor,
     optional_field,
     output_spec,
@@ -177,10 +178,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         config["temperature"] = options.temperature
     if options.max_tokens is not None:
         config["maxOutputTokens"] = options.max_tokens
-    for control, name in _GENERATION_FIELDS.items():
-        value = getattr(options, control)
-        if value is not None:
-            config[name] = value
+    copy_controls(options, _GENERATION_FIELDS, config)
     spec = output_spec(WIRE, model, options)
     if spec is not None and spec.mode != "tool":  # tool mode: the pipeline forced a tool
         config["responseMimeType"] = "application/json"

@@ -42,6 +42,7 @@ from stream_core.provider import (
     StopRule,
     WireAPI,
     WireRequest,
+    copy_controls,
     function_tools,
     output_spec,
     prepare_messages,
@@ -126,10 +127,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             payload["tool_choice"] = _chat.tool_choice_field(options.tool_choice, _TOOL_CHOICES)
         if options.parallel_tool_calls is not None:
             payload["parallel_tool_calls"] = options.parallel_tool_calls
-    for control, field_name in _PLAIN_CONTROLS.items():
-        value = getattr(options, control)
-        if value is not None:
-            payload[field_name] = value
+    copy_controls(options, _PLAIN_CONTROLS, payload)
     spec = output_spec(WIRE, model, options)
     if spec is not None and spec.mode == "native":
         payload["response_format"] = _chat.json_schema_format(spec)

@@ -51,6 +51,7 @@ from stream_core.provider import (
     WireAPI,
     WireRequest,
     as_object,
+    copy_controls,
     error_from_vendor,
     function_tools,
     optional_field,
@@ -135,10 +136,8 @@ def _common(model: Model, options: StreamOptions, wire: WireAPI) -> dict[str, An
         settings["num_predict"] = options.max_tokens
     if options.temperature is not None:
         settings["temperature"] = options.temperature
-    for control in _OPTIONS_CONTROLS:
-        value = getattr(options, control)
-        if value is not None:
-            settings[control] = list(value) if control == "stop" else value
+    # The vendor's name is the control's own, inside `options`.
+    copy_controls(options, {control: control for control in _OPTIONS_CONTROLS}, settings)
     if settings:
         payload["options"] = settings
     if model.reasoning and options.reasoning:

@@ -52,6 +52,7 @@ from stream_core.provider import (
     WireAPI,
     WireRequest,
     as_object,
+    copy_controls,
     error_from_vendor,
     function_tools,
     id_normalizer,
@@ -318,10 +319,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             payload["tool_choice"] = tool_choice_field(options.tool_choice)
         if options.parallel_tool_calls is not None:
             payload["parallel_tool_calls"] = options.parallel_tool_calls
-    for control, field_name in _PLAIN_CONTROLS.items():
-        value = getattr(options, control)
-        if value is not None:
-            payload[field_name] = value
+    copy_controls(options, _PLAIN_CONTROLS, payload)
     if options.top_k is not None:
         if not compat.top_k:
             raise ValueError(

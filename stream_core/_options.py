@@ -21,6 +21,8 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "CONTROLS",
+    "copy_controls",
+    "refuse_forced_tool",
     "PayloadHook",
     "ReasoningEffort",
     "StreamOptions",
@@ -431,3 +433,27 @@ _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] =
     "frequency_penalty": _finite,
     "output_schema": _schema,
 }
+
+
+def copy_controls(
+    options: StreamOptions, fields: typing.Mapping[str, str], into: dict[str, Any]
+) -> None:
+    """Copy each control set on `options` into `into` under its vendor name (`fields`, a
+    table at the top of the provider module: control -> vendor field). Lists are copied, so
+    the payload never aliases the caller's options."""
+    for control, name in fields.items():
+        value = getattr(options, control)
+        if value is not None:
+            into[name] = list(value) if isinstance(value, list) else value
+
+
+def refuse_forced_tool(options: StreamOptions, api: str, why: str) -> None:
+    """Raise at `stream()` when `options.tool_choice` forces a tool (`"required"` or a named
+    one) and the request cannot take that (`why`, e.g. "while extended thinking is on")."""
+    choice = options.tool_choice
+    if choice == "required" or isinstance(choice, dict):
+        raise ValueError(
+            f"StreamOptions.tool_choice: {api} cannot force a tool ({choice!r}) {why}; use "
+            "'auto' (an output_schema on a model without native structured output forces a "
+            "tool too)"
+        )

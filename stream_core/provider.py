@@ -25,7 +25,8 @@ shows a plugin needs nothing private. The pieces, by job:
 - cost: `CostContext`, `compute_cost`, `long_cache_honored`;
 - request controls and structured output: `CONTROLS` (declare the ones an API maps in
   `WireAPI.controls`), `output_spec` and `OutputSpec` (the call's schema, name and mode),
-  `closed_schema` (objects closed, for vendors that demand it);
+  `closed_schema` (objects closed, for vendors that demand it), `copy_controls`,
+  `refuse_forced_tool`;
 - registration: `register_provider`, `unregister_providers`, `get_provider`.
 """
 
@@ -49,7 +50,7 @@ from ._handoff import (
     sanitize_surrogates,
 )
 from ._json import ArgumentsError, parse_arguments, parse_partial_json
-from ._options import CONTROLS
+from ._options import CONTROLS, copy_controls, refuse_forced_tool
 from ._output import OutputSpec, closed_schema
 from ._registry import get_provider, register_provider, unregister_providers
 from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
@@ -80,6 +81,7 @@ __all__ = [
     "as_object",
     "closed_schema",
     "compute_cost",
+    "copy_controls",
     "error_from_status",
     "error_from_vendor",
     "function_tools",
@@ -93,6 +95,7 @@ __all__ = [
     "parse_json",
     "parse_partial_json",
     "prepare_messages",
+    "refuse_forced_tool",
     "register_provider",
     "required_field",
     "sanitize_surrogates",
