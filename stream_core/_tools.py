@@ -71,14 +71,7 @@ def fail_truncated_tool_calls(message: AssistantMessage) -> list[ToolResultMessa
     """
     cut_by_limit = message.stop_reason == "length"
     return [
-        ToolResultMessage(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            content=[TextContent(text=FAILED_TRUNCATED_TEXT.format(name=call.name))],
-            is_error=True,
-        )
-        for call in message.tool_calls()
-        if cut_by_limit or call.truncated
+        _truncated_result(call) for call in message.tool_calls() if cut_by_limit or call.truncated
     ]
 
 
@@ -91,25 +84,16 @@ def check_tool_call(call: ToolCall, tools: Sequence[Tool]) -> ToolResultMessage 
     model can fix the call). Needs the `validate` extra (jsonschema).
     """
     if call.truncated:
-        text = FAILED_TRUNCATED_TEXT.format(name=call.name)
-    else:
-        tool = next((t for t in tools if t.name == call.name), None)
-        if tool is None:
-            names = ", ".join(f"`{t.name}`" for t in tools) or "none"
-            text = UNKNOWN_TOOL_TEXT.format(name=call.name, tools=names)
-        else:
-            problems = schema_problems(call.arguments, tool.parameters)
-            if not problems:
-                return None
-            text = INVALID_ARGUMENTS_TEXT.format(
-                name=call.name, problems="\n".join(f"- {p}" for p in problems)
-            )
-    return ToolResultMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=[TextContent(text=text)],
-        is_error=True,
-    )
+        return _truncated_result(call)
+    tool = next((t for t in tools if t.name == call.name), None)
+    if tool is None:
+        names = ", ".join(f"`{t.name}`" for t in tools) or "none"
+        return _error_result(call, UNKNOWN_TOOL_TEXT.format(name=call.name, tools=names))
+    problems = schema_problems(call.arguments, tool.parameters)
+    if not problems:
+        return None
+    listed = "\n".join(f"- {p}" for p in problems)
+    return _error_result(call, INVALID_ARGUMENTS_TEXT.format(name=call.name, problems=listed))
 
 
 def check_tool_calls(message: AssistantMessage, tools: Sequence[Tool]) -> list[ToolResultMessage]:
@@ -117,14 +101,8 @@ def check_tool_calls(message: AssistantMessage, tools: Sequence[Tool]) -> list[T
     the calls that must not run. With a `length` stop every call is refused (see
     `fail_truncated_tool_calls`)."""
     cut_by_limit = message.stop_reason == "length"
-    results = []
-    for call in message.tool_calls():
-        if cut_by_limit and not call.truncated:
-            call = call.model_copy(update={"truncated": True})
-        result = check_tool_call(call, tools)
-        if result is not None:
-            results.append(result)
-    return results
+    refused = (_refusal(call, tools, cut_by_limit) for call in message.tool_calls())
+    return [result for result in refused if result is not None]
 
 
 def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
@@ -217,12 +195,9 @@ async def _run_one(
     tools: Sequence[Tool] | None,
     cut_by_limit: bool,
 ) -> ToolResultMessage:
-    if cut_by_limit or call.truncated:
-        return _error_result(call, FAILED_TRUNCATED_TEXT.format(name=call.name))
-    if tools is not None:
-        refused = check_tool_call(call, tools)
-        if refused is not None:
-            return refused
+    refused = _refusal(call, tools, cut_by_limit)
+    if refused is not None:
+        return refused
     handler = handlers.get(call.name)
     if handler is None:
         return _error_result(call, NO_HANDLER_TEXT.format(name=call.name))
@@ -241,6 +216,20 @@ async def _run_one(
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _refusal(
+    call: ToolCall, tools: Sequence[Tool] | None, cut_by_limit: bool
+) -> ToolResultMessage | None:
+    """The error result of a call that must not run (a length stop fails every call), or
+    None; without `tools` only truncation is checked."""
+    if cut_by_limit or call.truncated:
+        return _truncated_result(call)
+    return None if tools is None else check_tool_call(call, tools)
+
+
+def _truncated_result(call: ToolCall) -> ToolResultMessage:
+    return _error_result(call, FAILED_TRUNCATED_TEXT.format(name=call.name))
 
 
 def _error_result(call: ToolCall, text: str) -> ToolResultMessage:
