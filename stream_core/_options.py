@@ -15,6 +15,7 @@ import httpx
 from pydantic import BaseModel
 
 from ._checks import base_url_problem, header_problem, key_problem
+from ._sse import DEFAULT_MAX_EVENT_BYTES
 
 if typing.TYPE_CHECKING:
     from ._models import Model
@@ -101,7 +102,7 @@ class StreamOptions:
     """The whole call, from the first read of the stream to `message_end`, backoff and
     retries included; at the deadline it ends `timeout` with what arrived. None (the
     default): no bound, as a long answer may legitimately stream for many minutes."""
-    max_event_bytes: int = 8 * 1024 * 1024
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     """The most one SSE line or event, NDJSON line or event-stream frame may hold (8 MiB).
     A body that grows one past it ends the stream `protocol` ("line over N bytes"), with
     the content that arrived before it kept; memory stays bounded whatever the server
