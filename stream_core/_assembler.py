@@ -330,7 +330,7 @@ class Assembler:
         """Record the model id the vendor says it served; anything but a non-empty string
         (vendor bytes are untrusted) is ignored."""
         if isinstance(value, str) and value:
-            self.message.response_model = redact(value, self.secrets) if self.secrets else value
+            self.message.response_model = redact(value, self.secrets)
 
     def set_stop_reason(
         self, raw: str | None, *, detail: str | None = None, rule: StopRule | None = None
@@ -339,7 +339,7 @@ class Assembler:
         the vendor says more elsewhere (e.g. a refusal field next to `stop`)."""
         if raw is not None:
             _need_str(raw, "the stop reason")
-            self.message.raw_stop_reason = redact(raw, self.secrets) if self.secrets else raw
+            self.message.raw_stop_reason = redact(raw, self.secrets)
         if detail:
             _need_str(detail, "the stop detail")
             self._stop_detail = detail
@@ -353,7 +353,7 @@ class Assembler:
         if value is None or self.message.response_id is not None:
             return
         _need_str(value, "the response id")
-        self.message.response_id = redact(value, self.secrets) if self.secrets else value
+        self.message.response_id = redact(value, self.secrets)
 
     def set_usage(
         self,

@@ -783,11 +783,10 @@ class AssistantStream:
             # Content is the model's output and is left as sent (see README, "Secrets").
             if error is not None:
                 error.message = redact(error.message, self._secrets)
-            if m.raw_stop_reason is not None:
-                m.raw_stop_reason = redact(m.raw_stop_reason, self._secrets)
             # Every vendor string we keep; the assembler redacts them as they are stored
-            # too, so no event before this one shows an echoed key.
-            for name in ("response_id", "response_model", "request_id"):
+            # too, so no event before this one shows an echoed key (this catches a plugin
+            # that sets them on the message itself).
+            for name in ("raw_stop_reason", "response_id", "response_model", "request_id"):
                 value = getattr(m, name)
                 if isinstance(value, str):
                     setattr(m, name, redact(value, self._secrets))
