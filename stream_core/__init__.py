@@ -13,6 +13,7 @@ This is the harness authors' door. Provider authors import their machinery from
 import typing as _typing
 
 from . import _layout
+from ._connections import configure_connections
 from ._errors import is_context_overflow
 from ._events import (
     AssistantStreamEvent,
@@ -164,6 +165,7 @@ __all__ = [
     "check_tool_calls",
     "complete",
     "complete_sync",
+    "configure_connections",
     "dump_messages",
     "estimate_context_tokens",
     "estimate_message_tokens",

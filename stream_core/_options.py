@@ -75,7 +75,8 @@ SECRET_HEADERS = frozenset(
 class StreamOptions:
     """Everything a call may tune. Every field is optional.
 
-    Timeouts are in seconds and separate: `connect_timeout` (TCP/TLS), `first_byte_timeout`
+    Timeouts are in seconds and separate: `connect_timeout` (TCP/TLS), `pool_timeout` (the
+    wait for a free connection, when the pool has a limit), `first_byte_timeout`
     (request sent to response headers), `idle_timeout` (silence between two chunks of the
     body), `total_timeout` (the whole call, retries included: off by default). None
     disables one.
@@ -96,6 +97,11 @@ class StreamOptions:
     cancel: anyio.Event | None = None
     """Set it to abort: the response is closed and the message ends `aborted`."""
     connect_timeout: float | None = 10.0
+    pool_timeout: float | None = 30.0
+    """The longest wait for a free connection when the pool has a limit (an injected
+    client's, or `configure_connections(max_connections=...)`; the shared client has none
+    by default). Past it the call ends `timeout`, "connection pool full: N in use", and is
+    not retried: a retry would only queue again behind the same streams."""
     first_byte_timeout: float | None = 300.0
     idle_timeout: float | None = 120.0
     total_timeout: float | None = None
@@ -409,6 +415,7 @@ _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] =
     "client": _optional(httpx.AsyncClient, "an httpx.AsyncClient"),
     "cancel": _optional(anyio.Event, "an anyio.Event"),
     "connect_timeout": _number(minimum=0, allow_equal=False, optional=True),
+    "pool_timeout": _number(minimum=0, allow_equal=False, optional=True),
     "first_byte_timeout": _number(minimum=0, allow_equal=False, optional=True),
     "idle_timeout": _number(minimum=0, allow_equal=False, optional=True),
     "total_timeout": _number(minimum=0, allow_equal=False, optional=True),

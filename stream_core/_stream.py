@@ -75,6 +75,7 @@ from ._transport import (
     _Socket,
     _spawn_detached,
     body_chunks,
+    connections_in_use,
     shared_client_async,
 )
 from ._types import AssistantMessage, Context, StreamError
@@ -334,7 +335,7 @@ class AssistantStream:
                 message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
             )
         timeout = httpx.Timeout(
-            connect=opts.connect_timeout, read=None, write=60.0, pool=opts.connect_timeout
+            connect=opts.connect_timeout, read=None, write=60.0, pool=opts.pool_timeout
         )
         # Serialized once, here, for every provider: lone surrogates (from a truncated
         # tool output, say) cannot be encoded as UTF-8 and are removed from all outbound
@@ -380,6 +381,8 @@ class AssistantStream:
                 retryable=True,
                 message=f"no response within first_byte_timeout={first_byte}s",
             )
+        except httpx.PoolTimeout:
+            return self._pool_full_error()
         except httpx.TimeoutException as exc:
             return StreamError(kind="timeout", retryable=True, message=self._net_text(exc))
         except httpx.TransportError as exc:
@@ -494,6 +497,16 @@ class AssistantStream:
             kind="invalid_request",
             message=redact(message, self._secrets),
             status_code=status,
+        )
+
+    def _pool_full_error(self) -> StreamError:
+        # Not retried: another attempt would wait in the same queue behind the same streams.
+        assert self._client is not None and self._request is not None
+        in_use = connections_in_use(self._client, self._request.url)
+        return StreamError(
+            kind="timeout",
+            message=f"connection pool full: {'all' if in_use is None else in_use} in use "
+            f"(no free connection within pool_timeout={self._options.pool_timeout}s)",
         )
 
     def _net_text(self, exc: Exception) -> str:

@@ -4,8 +4,9 @@ Calls without `options.client` share one keep-alive `httpx.AsyncClient` per even
 (`shared_client`), made on first use and closed when the loop ends. Tasks that must outlive
 one `__anext__` (the close, a stream's cancel watcher) run outside any task group
 (`_spawn_detached`). `_own_socket` finds the HTTP/1.1 socket whose reads carry the idle
-timeout and that a cancel shuts down; `_stream` decides when. Connection settings (pool
-limits, the drain after the terminal event) live here so transport set-up has one home.
+timeout and that a cancel shuts down; `_stream` decides when. Connection settings (the drain
+after the terminal event) live here so transport set-up has one home; the pool limits,
+which a user sets, are `_connections`'.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 import anyio
 import httpx
 
+from ._connections import limits as _limits
 from ._errors import ProtocolError
 
 # --- the response's socket ----------------------------------------------------------------
@@ -186,10 +188,137 @@ def _loop_key() -> object:
         return trio.lowlevel.current_trio_token()
 
 
-_SHARED_LIMITS = httpx.Limits(
-    max_connections=256, max_keepalive_connections=32, keepalive_expiry=30.0
-)
+def shared_limits() -> httpx.Limits:
+    """The limits a shared client is made with now (`configure_connections` sets them)."""
+    return httpx.Limits(
+        max_connections=_limits.max_connections,
+        max_keepalive_connections=_limits.max_keepalive,
+        keepalive_expiry=_limits.keepalive_expiry,
+    )
+
+
+def connections_in_use(client: httpx.AsyncClient, url: httpx.URL) -> int | None:
+    """How many of the pool's connections carry a request, for the "pool full" error; None
+    when the client's transport for `url` is neither ours nor httpx's own."""
+    try:
+        transport = client._transport_for_url(url)
+        if isinstance(transport, PoolTransport):
+            return transport.in_use
+        pool = transport._pool  # type: ignore[attr-defined]
+        return sum(not c.is_idle() for c in pool.connections)
+    except Exception:
+        return None
+
+
+_SHARDS = 16
+"""httpcore pools behind an unlimited shared client (see `PoolTransport`)."""
+
+
+class PoolTransport(httpx.AsyncBaseTransport):
+    """The shared clients' transport: httpx's own, split over several httpcore pools, with
+    our own wait for a free connection when the pool has a limit.
+
+    httpcore 1.0's pool re-examines every connection and every queued request each time a
+    request arrives or ends (`_assign_requests_to_connections`): with C connections open and
+    Q requests queued that is O(C + Q*C) per event, and a burst of N calls costs O(N^2) with
+    no limit, O(N*Q*C) with one (1,000 calls on a 256-connection pool under a hostile server
+    spent minutes of CPU there). Without a limit, requests go to the least busy of
+    `_SHARDS` pools, so each one holds 1/`_SHARDS` of the connections (sequential calls all
+    go to the first pool and reuse its connection). With a limit, one pool, and calls past
+    the limit wait here, FIFO, never in httpcore's queue; the wait ends at the request's
+    `pool` timeout with `httpx.PoolTimeout`.
+    """
+
+    def __init__(self, context: ssl.SSLContext, limits: httpx.Limits) -> None:
+        bounded = limits.max_connections is not None
+        count = 1 if bounded else _SHARDS
+        keepalive = limits.max_keepalive_connections
+        self._limits = httpx.Limits(
+            max_connections=limits.max_connections,
+            # The idle connections kept, in all: shared between the pools.
+            max_keepalive_connections=None if keepalive is None else -(-keepalive // count),
+            keepalive_expiry=limits.keepalive_expiry,
+        )
+        self._context = context
+        self._pools: list[httpx.AsyncHTTPTransport | None] = [None] * count
+        self._busy = [0] * count
+        self._gate = anyio.Semaphore(limits.max_connections) if limits.max_connections else None
+        self.in_use = 0
+        """Requests holding a connection: sent, and their response not yet closed."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        gate = self._gate
+        if gate is not None:
+            try:
+                gate.acquire_nowait()
+            except anyio.WouldBlock:
+                await self._wait(gate, request)
+        busy = self._busy
+        index = busy.index(min(busy))
+        pool = self._pools[index] or self._pool(index)
+        busy[index] += 1
+        self.in_use += 1
+        try:
+            response = await pool.handle_async_request(request)
+        except BaseException:
+            self._release(index)
+            raise
+        response.stream = _Releasing(response.stream, self, index)
+        return response
+
+    async def _wait(self, gate: anyio.Semaphore, request: httpx.Request) -> None:
+        timeout = request.extensions.get("timeout", {}).get("pool")
+        with anyio.move_on_after(timeout):
+            await gate.acquire()
+            return
+        raise httpx.PoolTimeout(f"connection pool full: {self.in_use} in use", request=request)
+
+    def _pool(self, index: int) -> httpx.AsyncHTTPTransport:
+        pool = self._pools[index] = httpx.AsyncHTTPTransport(
+            verify=self._context, limits=self._limits
+        )
+        return pool
+
+    def _release(self, index: int) -> None:
+        self._busy[index] -= 1
+        self.in_use -= 1
+        if self._gate is not None:
+            self._gate.release()
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            if pool is not None:
+                await pool.aclose()
+
+
+class _Releasing(httpx.AsyncByteStream):
+    """A response body that gives its connection's place back when closed. Iterating it is
+    iterating the body underneath: no layer per chunk."""
+
+    __slots__ = ("_index", "_open", "_stream", "_transport")
+
+    def __init__(self, stream: Any, transport: PoolTransport, index: int) -> None:
+        self._stream = stream
+        self._transport = transport
+        self._index = index
+        self._open = True
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._stream.__aiter__()  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                await self._stream.aclose()
+            finally:
+                self._transport._release(self._index)
+
+
 _shared: weakref.WeakKeyDictionary[object, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+# The `configure_connections` generation each loop's client was made with: a newer one
+# makes the loop's next call build a new client.
+_generation: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
 # After the terminal event the rest of the body is read this long, at most this much, so the
 # connection goes back to the pool (`AssistantStream._drain`).
 _DRAIN_TIMEOUT = 0.05
@@ -219,9 +348,23 @@ def _client_setup() -> ssl.SSLContext:
         return _ssl_context
 
 
+def _current(key: object) -> httpx.AsyncClient | None:
+    client = _shared.get(key)
+    if client is None or client.is_closed or _generation.get(key) != _limits.generation:
+        return None
+    return client
+
+
 def _new_client(key: object, context: ssl.SSLContext) -> httpx.AsyncClient:
-    client = httpx.AsyncClient(timeout=None, limits=_SHARED_LIMITS, verify=context)
+    limits = shared_limits()
+    # verify and limits also serve the proxy transports httpx makes from HTTP(S)_PROXY.
+    client = httpx.AsyncClient(
+        timeout=None, limits=limits, verify=context, transport=PoolTransport(context, limits)
+    )
+    # A client replaced after `configure_connections` keeps serving its open streams and
+    # is closed with its loop, like any other.
     _shared[key] = client
+    _generation[key] = _limits.generation
     _spawn_detached(lambda: _close_at_loop_end(client))
     return client
 
@@ -236,8 +379,8 @@ def shared_client() -> httpx.AsyncClient:
     synchronous form does it in place when nothing did it before.
     """
     key = _loop_key()
-    client = _shared.get(key)
-    if client is None or client.is_closed:
+    client = _current(key)
+    if client is None:
         client = _new_client(key, _ssl_context or _client_setup())
     return client
 
@@ -246,14 +389,14 @@ async def shared_client_async() -> httpx.AsyncClient:
     """`shared_client()`, with the process's first set-up (TLS context, httpcore import)
     done in a worker thread, off the event loop."""
     key = _loop_key()
-    client = _shared.get(key)
-    if client is not None and not client.is_closed:
+    client = _current(key)
+    if client is not None:
         return client
     context = _ssl_context
     if context is None:
         context = await anyio.to_thread.run_sync(_client_setup)
-    client = _shared.get(key)  # another call may have made it while this one waited
-    if client is None or client.is_closed:
+    client = _current(key)  # another call may have made it while this one waited
+    if client is None:
         client = _new_client(key, context)
     return client
 

@@ -119,5 +119,7 @@ async def test_the_shared_client_is_set_up_once_per_process_off_the_loop() -> No
     assert client is await _transport.shared_client_async()
     assert _transport._ssl_context is not None
     # Every loop's client verifies with the one context of the process.
-    pool = client._transport._pool  # type: ignore[attr-defined]
+    transport = client._transport
+    assert isinstance(transport, _transport.PoolTransport)
+    pool = transport._pool(0)._pool
     assert pool._ssl_context is _transport._ssl_context

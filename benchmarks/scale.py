@@ -1,0 +1,357 @@
+"""Many streams in one process: stream-core against the bare loop, same client limits.
+
+    python benchmarks/scale.py [--counts 1 100 1000 5000] [--events 200] [--json]
+    python benchmarks/scale.py --burst [--calls 1000]
+    python benchmarks/scale.py --hostile [--calls 1000]
+
+One loopback server (`scale_server.py`, asyncio, another process) and, per (N, side), a
+fresh worker process that opens N concurrent streams at once and reads them to the end:
+
+- **bare**: one `httpx.AsyncClient` with the limits of stream-core's shared client,
+  `httpx_sse.EventSource(...).aiter_sse()` and `json.loads` per event.
+- **stream-core**: `stream_core.stream(...)` with default options (its shared client),
+  every event iterated.
+
+Scale (the default): streams of `--events` SSE events (one HTTP chunk each) sent in writes
+of 50 events 0.5 s apart. Every stream waits after its first event until all N have one,
+so all N are open at once; RSS is read then (per open stream: its rise over the RSS after
+one warm-up call, divided by N), and the worker's CPU time (user + system, from the launch
+to the last stream's end) is divided by the events read. A stream is ok when it ended
+without error with every event read.
+
+`--burst`: N calls with default options launched at once, streams of 50 events 100 ms
+apart: failures and the p50/p99 time from the launch to each stream's first event.
+
+`--hostile`: N calls launched at once against a server that, per call, answers one of
+`scale_server.py`'s hostile behaviours (resets, stalls, junk, 429, 500, or a good short
+stream); `idle_timeout` is 3 s and `first_byte_timeout` 10 s (`--first-byte`) so stalls
+end, the rest of the options are the defaults. Every stream must
+end with exactly one terminal event of the kind its behaviour dictates. stream-core only.
+
+Both processes raise their soft open-file limit to the hard limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_PAYLOAD = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "Hi."}]}
+
+# What each hostile behaviour must end as (None: a good stream).
+EXPECTED: dict[str, str | None] = {
+    "ok": None,
+    "429": "rate_limit",
+    "500": "server",
+    "reset": "network",
+    "reset_early": "network",
+    "stall": "timeout",
+    "stall_headers": "timeout",
+    "junk": "protocol",
+}
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _raise_open_files_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+# --- the worker (a fresh process per side and N) ------------------------------------------
+
+
+class _Gate:
+    """Holds every stream after its first event until all `count` have one."""
+
+    def __init__(self, count: int, hold: bool) -> None:
+        self.count, self.hold = count, hold
+        self.started = 0
+        self.open = asyncio.Event()
+        self.rss_open = 0
+
+    async def first(self) -> None:
+        self.started += 1
+        if self.started == self.count:
+            self.rss_open = _rss()
+            self.open.set()
+        if self.hold:
+            await self.open.wait()
+
+
+async def _bare_one(client: Any, url: str, gate: _Gate, t0: float) -> tuple[bool, int, float]:
+    from httpx_sse import EventSource
+
+    events, first = 0, 0.0
+    try:
+        async with client.stream("POST", url, json=_PAYLOAD) as response:
+            if response.status_code != 200:
+                return False, 0, 0.0
+            async for sse in EventSource(response).aiter_sse():
+                json.loads(sse.data)
+                events += 1
+                if events == 1:
+                    first = time.perf_counter() - t0
+                    await gate.first()
+    except Exception:
+        return False, events, first
+    return True, events, first
+
+
+async def _core_one(url: str, gate: _Gate, t0: float) -> tuple[bool, int, float]:
+    import stream_core
+    from stream_core import Context, MessageUpdate, Model, StreamOptions, UserMessage
+
+    model = Model(id="bench", api="anthropic-messages", provider="bench", base_url=url)
+    context = Context(messages=[UserMessage(content="Hi.")])
+    first = 0.0
+    updates = 0
+    async with stream_core.stream(model, context, StreamOptions(api_key="bench")) as s:
+        async for event in s:
+            if isinstance(event, MessageUpdate):
+                updates += 1
+                if updates == 1:
+                    first = time.perf_counter() - t0
+                    await gate.first()
+        message = await s.result()
+    # Updates are per text delta: the stream's SSE events are those plus 5 of framing.
+    events = updates + 5 if message.error is None else 0
+    return message.error is None, events, first
+
+
+def _limits() -> Any:
+    """The limits of stream-core's shared client, for the bare side."""
+    from stream_core import _transport
+
+    return _transport.shared_limits()
+
+
+async def _worker(side: str, url: str, count: int, hold: bool) -> dict[str, Any]:
+    import httpx
+
+    client = httpx.AsyncClient(timeout=None, limits=_limits()) if side == "bare" else None
+    warm = _Gate(1, False)
+    if client is not None:  # one call first: imports and set-up are not per stream
+        await _bare_one(client, url, warm, 0.0)
+    else:
+        await _core_one(url, warm, 0.0)
+    rss_base, cpu0 = _rss(), _cpu()
+    gate = _Gate(count, hold)
+    t0 = time.perf_counter()
+    if client is not None:
+        runs = [_bare_one(client, url, gate, t0) for _ in range(count)]
+    else:
+        runs = [_core_one(url, gate, t0) for _ in range(count)]
+    results = await asyncio.gather(*runs)
+    wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
+    if client is not None:
+        await client.aclose()
+    firsts = sorted(r[2] for r in results if r[0])
+    return {
+        "ok": sum(r[0] for r in results),
+        "events": sum(r[1] for r in results),
+        "wall": wall,
+        "cpu": cpu,
+        "rss_base": rss_base,
+        "rss_open": gate.rss_open,
+        "first_p50": statistics.median(firsts) if firsts else None,
+        "first_p99": firsts[min(len(firsts) - 1, int(len(firsts) * 0.99))] if firsts else None,
+    }
+
+
+async def _hostile_worker(
+    url: str, count: int, seed: int, first_byte: float = 10.0
+) -> dict[str, Any]:
+    import stream_core
+    from stream_core import Context, Model, StreamOptions, UserMessage
+
+    rng = random.Random(seed)
+    behaviours = [rng.choice(list(EXPECTED)) for _ in range(count)]
+    context = Context(messages=[UserMessage(content="Hi.")])
+    options = StreamOptions(api_key="bench", idle_timeout=3.0, first_byte_timeout=first_byte)
+
+    async def one(behaviour: str) -> str:
+        model = Model(
+            id="bench", api="anthropic-messages", provider="bench", base_url=f"{url}/h/{behaviour}"
+        )
+        terminals = []
+        async with stream_core.stream(model, context, options) as s:
+            async for event in s:
+                if event.type in ("message_end", "error"):
+                    terminals.append(event)
+        if len(terminals) != 1:
+            return f"{behaviour}: {len(terminals)} terminal events"
+        error = terminals[0].message.error
+        got = error.kind if error is not None else None
+        if got != EXPECTED[behaviour]:
+            return f"{behaviour}: ended {got} ({error.message if error else ''})"
+        message = terminals[0].message
+        if got is None and (message.stop_reason != "stop" or not message.text()):
+            return f"{behaviour}: ended {message.stop_reason} with {message.text()!r}"
+        return f"ok {got}"
+
+    cpu0, t0 = _cpu(), time.perf_counter()
+    outcomes = await asyncio.gather(*(one(b) for b in behaviours))
+    return {
+        "calls": count,
+        "wall": time.perf_counter() - t0,
+        "cpu": _cpu() - cpu0,
+        "kinds": dict(Counter(o for o in outcomes if o.startswith("ok "))),
+        "wrong": [o for o in outcomes if not o.startswith("ok ")][:20],
+        "wrong_count": sum(not o.startswith("ok ") for o in outcomes),
+    }
+
+
+def worker_main(argv: list[str]) -> int:
+    _raise_open_files_limit()
+    mode, side, url, count = argv[0], argv[1], argv[2], int(argv[3])
+    if mode == "hostile":
+        out = asyncio.run(_hostile_worker(url, count, int(argv[4]), float(argv[5])))
+    else:
+        out = asyncio.run(_worker(side, url, count, hold=mode == "scale"))
+    print(json.dumps(out))
+    return 0
+
+
+# --- the driver ---------------------------------------------------------------------------
+
+
+class Server:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "scale_server.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+def run_worker(*args: object) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"worker {args} failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _scale(server: Server, counts: list[int], events: int) -> list[dict[str, Any]]:
+    rows = []
+    url = f"{server.url}/s/{events}/500/50"
+    for n in counts:
+        row: dict[str, Any] = {"n": n}
+        for side in ("bare", "stream-core"):
+            row[side] = run_worker("scale", side, url, n)
+        rows.append(row)
+        print(_scale_line(row, events), file=sys.stderr, flush=True)
+    return rows
+
+
+def _scale_line(row: dict[str, Any], events: int) -> str:
+    n, bare, core = row["n"], row["bare"], row["stream-core"]
+    cells = [f"{n:,}"]
+    for side in (bare, core):
+        cells.append(f"{side['ok']:,}/{n:,}")
+    for side in (bare, core):
+        cells.append(f"{side['events'] / side['wall']:,.0f}")
+    cpm = [side["cpu"] / max(side["events"], 1) * 1e6 for side in (bare, core)]
+    cells += [f"{cpm[0]:.1f}", f"{cpm[1]:.1f}", f"{cpm[1] / cpm[0]:.2f}x"]
+    for side in (bare, core):
+        cells.append(f"{(side['rss_open'] - side['rss_base']) / n / 1024:.1f}")
+    return "| " + " | ".join(cells) + " |"
+
+
+SCALE_HEAD = (
+    "| N | ok bare | ok stream-core | events/s bare | events/s stream-core "
+    "| CPU s / M events bare | stream-core | ratio | KB per open stream bare | stream-core |\n"
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--worker":
+        return worker_main(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--counts", type=int, nargs="+", default=[1, 100, 1000, 5000])
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--burst", action="store_true")
+    parser.add_argument("--hostile", action="store_true")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--first-byte", type=float, default=10.0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    _raise_open_files_limit()
+    server = Server()
+    try:
+        if args.hostile:
+            out: Any = run_worker(
+                "hostile", "stream-core", server.url, args.calls, args.seed, args.first_byte
+            )
+            print(json.dumps(out, indent=1))
+            return 0 if out["wrong_count"] == 0 else 1
+        if args.burst:
+            url = f"{server.url}/s/50/100/1"
+            out = {
+                side: run_worker("burst", side, url, args.calls) for side in ("bare", "stream-core")
+            }
+            if args.json:
+                print(json.dumps(out, indent=1))
+            else:
+                print("| side | ok | p50 first event (s) | p99 first event (s) | CPU (s) |")
+                print("| --- | ---: | ---: | ---: | ---: |")
+                for side, r in out.items():
+                    print(
+                        f"| {side} | {r['ok']:,}/{args.calls:,} | {r['first_p50']:.2f} "
+                        f"| {r['first_p99']:.2f} | {r['cpu']:.1f} |"
+                    )
+                ratio = out["stream-core"]["first_p99"] / out["bare"]["first_p99"]
+                print(f"\np99 first event, stream-core / bare: {ratio:.2f}x")
+            return 0
+        rows = _scale(server, args.counts, args.events)
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        else:
+            print(SCALE_HEAD)
+            for row in rows:
+                print(_scale_line(row, args.events))
+        return 0
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
