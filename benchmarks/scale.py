@@ -13,8 +13,9 @@ fresh worker process that opens N concurrent streams at once and reads them to t
   every event iterated.
 
 Scale (the default): streams of `--events` SSE events (one HTTP chunk each) sent in writes
-of 50 events 0.5 s apart. Every stream waits after its first event until all N have one,
-so all N are open at once; RSS is read then (per open stream: its rise over the RSS after
+of 50 events. The server sends the first write, and the rest (100 ms apart) once every
+stream has had its first event and the worker says so: all N are open at once, each with
+the same bytes received; RSS is read then (per open stream: its rise over the RSS after
 one warm-up call, divided by N), and the worker's CPU time (user + system, from the launch
 to the last stream's end) is divided by the events read. A stream is ok when it ended
 without error with every event read.
@@ -86,8 +87,8 @@ def _raise_open_files_limit() -> None:
 class _Gate:
     """Holds every stream after its first event until all `count` have one."""
 
-    def __init__(self, count: int, hold: bool) -> None:
-        self.count, self.hold = count, hold
+    def __init__(self, count: int, hold: bool, url: str = "") -> None:
+        self.count, self.hold, self.url = count, hold, url
         self.started = 0
         self.open = asyncio.Event()
         self.rss_open = 0
@@ -97,6 +98,12 @@ class _Gate:
         if self.started == self.count:
             self.rss_open = _rss()
             self.open.set()
+            if self.hold:  # the server sends the rest of every stream now
+                host, _, port = self.url.split("/")[2].partition(":")
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(b"POST /go HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+                await reader.readuntil(b"\r\n\r\n")
+                writer.close()
         if self.hold:
             await self.open.wait()
 
@@ -120,12 +127,18 @@ async def _bare_one(client: Any, url: str, gate: _Gate, t0: float) -> tuple[bool
     return True, events, first
 
 
+_models: dict[str, Any] = {}
+
+
 async def _core_one(url: str, gate: _Gate, t0: float) -> tuple[bool, int, float]:
     import stream_core
     from stream_core import Context, MessageUpdate, Model, StreamOptions, UserMessage
 
-    model = Model(id="bench", api="anthropic-messages", provider="bench", base_url=url)
-    context = Context(messages=[UserMessage(content="Hi.")])
+    # Made once, as the bare side's payload is: a gateway looks its models up.
+    if url not in _models:
+        _models[url] = Model(id="bench", api="anthropic-messages", provider="bench", base_url=url)
+        _models[url + " context"] = Context(messages=[UserMessage(content="Hi.")])
+    model, context = _models[url], _models[url + " context"]
     first = 0.0
     updates = 0
     async with stream_core.stream(model, context, StreamOptions(api_key="bench")) as s:
@@ -152,13 +165,13 @@ async def _worker(side: str, url: str, count: int, hold: bool) -> dict[str, Any]
     import httpx
 
     client = httpx.AsyncClient(timeout=None, limits=_limits()) if side == "bare" else None
-    warm = _Gate(1, False)
+    warm = _Gate(1, hold, url)
     if client is not None:  # one call first: imports and set-up are not per stream
         await _bare_one(client, url, warm, 0.0)
     else:
         await _core_one(url, warm, 0.0)
     rss_base, cpu0 = _rss(), _cpu()
-    gate = _Gate(count, hold)
+    gate = _Gate(count, hold, url)
     t0 = time.perf_counter()
     if client is not None:
         runs = [_bare_one(client, url, gate, t0) for _ in range(count)]
@@ -269,7 +282,7 @@ def run_worker(*args: object) -> dict[str, Any]:
 
 def _scale(server: Server, counts: list[int], events: int) -> list[dict[str, Any]]:
     rows = []
-    url = f"{server.url}/s/{events}/500/50"
+    url = f"{server.url}/s/{events}/100/50/hold"
     for n in counts:
         row: dict[str, Any] = {"n": n}
         for side in ("bare", "stream-core"):

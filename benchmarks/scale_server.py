@@ -10,7 +10,8 @@ the request path says what to send:
 
 - `/s/EVENTS/GAP_MS/PER_WRITE/...`: a stream of EVENTS SSE events (5 of framing, the rest
   text deltas), one HTTP chunk per event, PER_WRITE chunks per socket write, GAP_MS
-  between writes (the first write at once).
+  between writes (the first write at once). `/s/EVENTS/GAP_MS/PER_WRITE/hold/...` sends
+  the first write, then waits for a request to `/go` (which releases every stream held).
 - `/h/BEHAVIOUR/...`: one hostile behaviour, the same on every attempt of a call:
   `ok` (a short stream), `429` (with `retry-after: 0`), `500`, `reset` (the connection
   closed with RST mid-stream, after some text), `reset_early` (RST before any answer),
@@ -144,13 +145,20 @@ async def _hostile(behaviour: str, writer: asyncio.StreamWriter) -> bool:
     return True
 
 
-async def _stream(events: int, gap: float, per_write: int, writer: asyncio.StreamWriter) -> None:
+_go = asyncio.Event()
+
+
+async def _stream(
+    events: int, gap: float, per_write: int, hold: bool, writer: asyncio.StreamWriter
+) -> None:
     chunks = _bodies.get(events)
     if chunks is None:
         chunks = _bodies[events] = stream_events(events)
     writer.write(_HEAD)
     for i in range(0, len(chunks), per_write):
-        if i:
+        if i == per_write and hold:
+            await _go.wait()
+        elif i:
             await asyncio.sleep(gap)
         writer.write(b"".join(chunks[i : i + per_write]))
         await writer.drain()
@@ -171,7 +179,13 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             await reader.readexactly(length)
             parts = lines[0].split(" ")[1].strip("/").split("/")
             if parts[0] == "s" and len(parts) >= 4:
-                await _stream(int(parts[1]), int(parts[2]) / 1000, int(parts[3]), writer)
+                hold = len(parts) > 4 and parts[4] == "hold"
+                await _stream(int(parts[1]), int(parts[2]) / 1000, int(parts[3]), hold, writer)
+            elif parts[0] == "go":
+                global _go
+                _go.set()
+                _go = asyncio.Event()
+                writer.write(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
             elif parts[0] == "h" and len(parts) >= 2:
                 if not await _hostile(parts[1], writer):
                     return

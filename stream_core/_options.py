@@ -71,7 +71,7 @@ SECRET_HEADERS = frozenset(
 """Request headers whose values are credentials: hidden in reprs, redacted from errors."""
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class StreamOptions:
     """Everything a call may tune. Every field is optional.
 
