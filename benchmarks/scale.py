@@ -7,7 +7,8 @@
 One loopback server (`scale_server.py`, asyncio, another process) and, per (N, side), a
 fresh worker process that opens N concurrent streams at once and reads them to the end:
 
-- **bare**: one `httpx.AsyncClient` with the limits of stream-core's shared client,
+- **bare**: one `httpx.AsyncClient` with the limits of stream-core's shared client
+  (`--bare-keepalive N` keeps N idle connections instead),
   `httpx_sse.EventSource(...).aiter_sse()` and `json.loads` per event.
 - **stream-core**: `stream_core.stream(...)` with default options (its shared client),
   every event iterated.
@@ -149,16 +150,28 @@ async def _core_one(url: str, gate: _Gate, t0: float) -> tuple[bool, int, float]
                     first = time.perf_counter() - t0
                     await gate.first()
         message = await s.result()
-    # Updates are per text delta: the stream's SSE events are those plus 5 of framing.
-    events = updates + 5 if message.error is None else 0
+    # A stream ok is every event the server sent (the path says how many), as on the bare
+    # side: updates are not events (text_start and text_end are updates too).
+    events = int(url.split("/s/")[1].split("/")[0]) if message.error is None else 0
     return message.error is None, events, first
 
 
 def _limits() -> Any:
-    """The limits of stream-core's shared client, for the bare side."""
+    """The limits of stream-core's shared client, for the bare side (`--bare-keepalive`
+    changes its idle connections kept)."""
+    import httpx
+
     from stream_core import _transport
 
-    return _transport.shared_limits()
+    limits = _transport.shared_limits()
+    keepalive = os.environ.get("SCALE_BARE_KEEPALIVE")
+    if keepalive:
+        limits = httpx.Limits(
+            max_connections=limits.max_connections,
+            max_keepalive_connections=int(keepalive),
+            keepalive_expiry=limits.keepalive_expiry,
+        )
+    return limits
 
 
 async def _worker(side: str, url: str, count: int, hold: bool) -> dict[str, Any]:
@@ -326,7 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--first-byte", type=float, default=10.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--bare-keepalive", type=int, default=None)
     args = parser.parse_args(argv)
+    if args.bare_keepalive is not None:
+        os.environ["SCALE_BARE_KEEPALIVE"] = str(args.bare_keepalive)
     _raise_open_files_limit()
     server = Server()
     try:
