@@ -360,10 +360,10 @@ def _current(key: object) -> httpx.AsyncClient | None:
 
 def _new_client(key: object, context: ssl.SSLContext) -> httpx.AsyncClient:
     limits = shared_limits()
-    # verify and limits also serve the proxy transports httpx makes from HTTP(S)_PROXY.
-    client = httpx.AsyncClient(
-        timeout=None, limits=limits, verify=context, transport=PoolTransport(context, limits)
-    )
+    client = httpx.AsyncClient(timeout=None, limits=limits, verify=context)
+    # Swapped in after construction: httpx ignores HTTP(S)_PROXY for a client given a
+    # `transport=`, and the proxy transports it makes from them must stay.
+    client._transport = PoolTransport(context, limits)
     # A client replaced after `configure_connections` keeps serving its open streams and
     # is closed with its loop, like any other.
     _shared[key] = client
