@@ -328,8 +328,6 @@ def test_check_tool_calls_returns_the_errors_in_call_order() -> None:
 
 
 def test_a_class_schema_is_built_once_and_each_call_gets_its_own_copy() -> None:
-    from pydantic import BaseModel
-
     from stream_core._output import make_output_spec
 
     class Point(BaseModel):
