@@ -11,7 +11,8 @@ The rooms:
 - `_wire`: what a provider supplies (`WireAPI`, `WireRequest`, `Translator`, `parse_json`)
   and the checks a call raises from, before any I/O.
 - `_stream` (here): the state machine. Retries, the first-byte and idle timeouts and
-  `options.cancel` are enforced here, as are the drain and the one `_finish`.
+  `options.cancel` are enforced here, as is the one `_finish` (which hands the rest of a
+  finished body to `_transport.drain_later`).
 - `_transport`: where the client lives (one shared keep-alive client per event loop), the
   detached tasks, and the response socket that the idle timeout and cancel act on.
 - `_error_text`: where error text is made from vendor bytes (error bodies, proxy pages) and
@@ -839,7 +840,7 @@ def _otel() -> Any:
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
 _HEAD_LIMIT = 512
-_SETTLE_TURNS = 8
+_SETTLE_TURNS = 16
 """Event-loop turns a finished call gives its drain task (see `_finish`)."""
 _NON_SPACE = re.compile(rb"\S")
 
