@@ -70,6 +70,7 @@ from ._options import StreamOptions
 from ._output import OutputSpec
 from ._sse import Decoder, FramingError
 from ._transport import (
+    _loop_key,
     _own_socket,
     _Socket,
     _spawn_detached,
@@ -129,6 +130,8 @@ class AssistantStream:
         self._client: httpx.AsyncClient | None = None
         self._response: httpx.Response | None = None
         self._chunks: Any = None
+        self._loop: object = None
+        """The event loop (or trio run) the body is read on."""
         self._decoder = self._new_decoder()
         self._unframed = 0
         """Bytes read since the last frame, for a decoder that does not cap itself."""
@@ -168,7 +171,7 @@ class AssistantStream:
         response, chunks = getattr(self, "_response", None), getattr(self, "_chunks", None)
         if response is not None or chunks is not None:
             self._response = self._chunks = None
-            close_soon(response, chunks)
+            close_soon(response, chunks, self._loop)
 
     def __repr__(self) -> str:
         states = ("new", "connecting", "streaming", "done")
@@ -399,6 +402,7 @@ class AssistantStream:
             return self._redirect_error(response)
         if response.status_code < 400:
             self._response = response
+            self._loop = _loop_key()
             self._socket = _own_socket(response)
             # Raw bytes skip one async generator per chunk, which on a socket is one per
             # event. We ask for identity; a body compressed anyway is decoded a bounded
@@ -745,6 +749,8 @@ class AssistantStream:
 
     async def _close_response(self) -> None:
         response, chunks = self._response, self._chunks
+        if response is None and chunks is None:
+            return
         self._response = self._chunks = None
         self._socket = None
         await close_body(response, chunks)

@@ -285,7 +285,9 @@ async def close_body(response: httpx.Response | None, chunks: Any) -> None:
     connection too, when the body was not read to the end), then the chain is run on: the
     next read fails at once at the bottom, and that failure ends every generator on its way
     up. The reads run in a cancelled scope, so a body that is not a socket's (a mock's
-    generator that sleeps) ends at its first wait instead of being waited for.
+    generator that sleeps) ends at its first wait instead of being waited for. An HTTP/2
+    body is only closed: its connection is shared, and a read on it would wait for frames
+    of other streams.
     """
     with anyio.CancelScope(shield=True):
         if response is not None:
@@ -295,7 +297,8 @@ async def close_body(response: httpx.Response | None, chunks: Any) -> None:
                 pass
         if chunks is None:
             return
-        if getattr(chunks, "ag_frame", True) is not None:  # not a finished generator
+        http2 = response is not None and response.http_version == "HTTP/2"
+        if not http2 and getattr(chunks, "ag_frame", True) is not None:  # still running
             with anyio.CancelScope() as reads:
                 reads.cancel()
                 try:
@@ -311,11 +314,12 @@ async def close_body(response: httpx.Response | None, chunks: Any) -> None:
                 pass
 
 
-def close_soon(response: httpx.Response | None, chunks: Any) -> None:
+def close_soon(response: httpx.Response | None, chunks: Any, loop: object) -> None:
     """`close_body` for a stream dropped before its end without being closed (from its
-    `__del__`): scheduled on the event loop running in this thread, as trio's own finalizer
-    does, so the generators under the body are closed, not left to the garbage collector.
-    Nothing happens outside an event loop (the interpreter is ending, another thread)."""
+    `__del__`): scheduled on `loop`, the event loop the body was read on (`_loop_key()`),
+    when it runs in this thread, as trio's own finalizer does, so the generators under the
+    body are closed, not left to the garbage collector. Nothing happens elsewhere (another
+    thread, another loop, the interpreter ending)."""
 
     def spawn() -> None:
         try:
@@ -324,15 +328,20 @@ def close_soon(response: httpx.Response | None, chunks: Any) -> None:
             pass
 
     try:
-        asyncio.get_running_loop().call_soon(spawn)
-        return
+        running = asyncio.get_running_loop()
     except RuntimeError:
         pass
-    trio = sys.modules.get("trio")
+    else:
+        if running is loop:
+            running.call_soon(spawn)
+        return
+    trio: Any = sys.modules.get("trio")
     if trio is None:
         return
     try:
-        trio.lowlevel.current_trio_token().run_sync_soon(spawn)
+        token = trio.lowlevel.current_trio_token()
+        if token == loop:
+            token.run_sync_soon(spawn)
     except Exception:  # not in a trio run, or it has finished
         pass
 
