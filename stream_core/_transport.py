@@ -72,7 +72,7 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
         return response.aiter_bytes() if response.is_stream_consumed else response.aiter_raw()
     if len(codings) > 1 or _inflater(codings[0]) is None:
         raise ProtocolError(f"body in content-encoding {header[:80]!r}: not decoded")
-    return _decoded(response.aiter_raw(), codings[0])
+    return _decoded(response, response.aiter_raw(), codings[0])
 
 
 def _inflater(coding: str) -> Callable[[bytes, int], bytes] | None:
@@ -124,7 +124,9 @@ class _Inflate:
         return out
 
 
-async def _decoded(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
+async def _decoded(
+    response: httpx.Response, raw: AsyncIterator[bytes], coding: str
+) -> AsyncIterator[bytes]:
     step = _inflater(coding)
     assert step is not None
     try:
@@ -141,9 +143,9 @@ async def _decoded(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[byte
             raise
         raise ProtocolError(f"body in content-encoding {coding!r} is corrupt") from None
     finally:
-        aclose = getattr(raw, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        # Closed early, this generator stops here; the raw body under it is closed and run
+        # out (not inflated on: what was received may inflate to gigabytes).
+        await close_body(response, raw)
 
 
 # --- detached tasks and the shared client -------------------------------------------------
@@ -298,7 +300,9 @@ async def close_body(response: httpx.Response | None, chunks: Any) -> None:
         if chunks is None:
             return
         http2 = response is not None and response.http_version == "HTTP/2"
-        if not http2 and getattr(chunks, "ag_frame", True) is not None:  # still running
+        # (A decoded body runs out the raw one under it itself, when closed.)
+        decoded = getattr(chunks, "ag_code", None) is _decoded.__code__
+        if not (http2 or decoded) and getattr(chunks, "ag_frame", True) is not None:
             with anyio.CancelScope() as reads:
                 reads.cancel()
                 try:

@@ -1,10 +1,10 @@
 """A stream closed before its body ends leaves nothing to the garbage collector (issue 17
 §6): however it is closed (`aclose()`, `options.cancel`, a cancel scope around a blocked
 read or between events, `total_timeout`, the idle timeout, leaving `async with` early, an
-abandoned stream, a compressed body, an error body past its cap), under asyncio and trio,
-over a real loopback socket. httpx and httpcore nest five async generators per body; one
-left suspended is finalized by the GC, which trio reports as a `ResourceWarning` (and an
-"Exception ignored" traceback when warnings are errors)."""
+abandoned stream, a compressed body, an error body past its cap, plain or compressed),
+under asyncio and trio, over a real loopback socket. httpx and httpcore nest five async
+generators per body; one left suspended is finalized by the GC, which trio reports as a
+`ResourceWarning` (and an "Exception ignored" traceback when warnings are errors)."""
 
 from __future__ import annotations
 
@@ -139,13 +139,26 @@ def _error_body_past_its_cap(conn: Connection) -> None:
         conn.hold()
 
 
+def _gzipped_error_body_past_its_cap(conn: Connection) -> None:
+    """A gzip 500 of 62 KB on the wire (one read) that inflates to 64 MB: read (decoded) up to the
+    cap; what was received is not inflated on when the body is closed."""
+    head = (
+        b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\n"
+        b"content-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    if conn.send(head + chunk(_INFLATING)):
+        conn.hold()
+
+
+_z = zlib.compressobj(9, zlib.DEFLATED, 31)
+_INFLATING = _z.compress(b"x" * 64_000_000) + _z.flush(zlib.Z_SYNC_FLUSH)
 CALLS = 40
 
 
 async def _calls(backend: str) -> list[tuple[str, AssistantMessage]]:
     done: list[tuple[str, AssistantMessage]] = []
     with loopback(head_then_hold) as plain:
-        for i in range(CALLS - 8):
+        for i in range(CALLS - 12):
             name = list(WAYS)[i % len(WAYS)]
             with anyio.fail_after(GUARD):
                 done.append((name, await WAYS[name](plain.model())))
@@ -154,6 +167,10 @@ async def _calls(backend: str) -> list[tuple[str, AssistantMessage]]:
             with anyio.fail_after(GUARD):
                 done.append(("gzip aclose", await _by_aclose(gzipped.model())))
     with loopback(_error_body_past_its_cap) as failing:
+        for _ in range(4):
+            with anyio.fail_after(GUARD):
+                done.append(("error body", await _by_total_timeout(failing.model())))
+    with loopback(_gzipped_error_body_past_its_cap) as failing:
         for _ in range(4):
             with anyio.fail_after(GUARD):
                 done.append(("error body", await _by_total_timeout(failing.model())))
