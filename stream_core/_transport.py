@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import sys
 import threading
 import weakref
 import zlib
@@ -71,7 +72,7 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
         return response.aiter_bytes() if response.is_stream_consumed else response.aiter_raw()
     if len(codings) > 1 or _inflater(codings[0]) is None:
         raise ProtocolError(f"body in content-encoding {header[:80]!r}: not decoded")
-    return _decoded(response.aiter_raw(), codings[0])
+    return _decoded(response, response.aiter_raw(), codings[0])
 
 
 def _inflater(coding: str) -> Callable[[bytes, int], bytes] | None:
@@ -123,7 +124,9 @@ class _Inflate:
         return out
 
 
-async def _decoded(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
+async def _decoded(
+    response: httpx.Response, raw: AsyncIterator[bytes], coding: str
+) -> AsyncIterator[bytes]:
     step = _inflater(coding)
     assert step is not None
     try:
@@ -140,9 +143,9 @@ async def _decoded(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[byte
             raise
         raise ProtocolError(f"body in content-encoding {coding!r} is corrupt") from None
     finally:
-        aclose = getattr(raw, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        # Closed early, this generator stops here; the raw body under it is closed and run
+        # out (not inflated on: what was received may inflate to gigabytes).
+        await close_body(response, raw)
 
 
 # --- detached tasks and the shared client -------------------------------------------------
@@ -190,9 +193,10 @@ _SHARED_LIMITS = httpx.Limits(
     max_connections=256, max_keepalive_connections=32, keepalive_expiry=30.0
 )
 _shared: weakref.WeakKeyDictionary[object, httpx.AsyncClient] = weakref.WeakKeyDictionary()
-# After the terminal event the rest of the body is read this long, at most this much, so the
-# connection goes back to the pool (`AssistantStream._drain`).
-_DRAIN_TIMEOUT = 0.05
+# After the terminal event the rest of the body (a proxy's trailing `data: [DONE]`, the
+# chunked-encoding end) is read by a detached task for at most this long and this much, so
+# the connection goes back to the pool (`drain_later`); the caller does not wait for it.
+_DRAIN_TIMEOUT = 5.0
 _DRAIN_LIMIT = 64 * 1024
 
 
@@ -264,3 +268,115 @@ async def _close_at_loop_end(client: httpx.AsyncClient) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             await client.aclose()
+
+
+# --- the end of a body --------------------------------------------------------------------
+
+_RUN_OUT_STEPS = 256
+"""At most this many reads of what was already received when a body is closed early."""
+
+
+async def close_body(response: httpx.Response | None, chunks: Any) -> None:
+    """Close `response` and the iterator over its body, leaving nothing to the GC.
+
+    httpx and httpcore nest five async generators under `Response.aiter_raw` (one per
+    layer: client, transport, pool, connection, h11 reader). Closing the outer one before
+    the body's end stops only that one: the inner ones stay suspended until the garbage
+    collector finds them, and trio's finalizer warns for each (`ResourceWarning`, or an
+    "Exception ignored" traceback under `-W error`). So the response is closed first (its
+    connection too, when the body was not read to the end), then the chain is run on: the
+    next read fails at once at the bottom, and that failure ends every generator on its way
+    up. The reads run in a cancelled scope, so a body that is not a socket's (a mock's
+    generator that sleeps) ends at its first wait instead of being waited for. An HTTP/2
+    body is only closed: its connection is shared, and a read on it would wait for frames
+    of other streams.
+    """
+    with anyio.CancelScope(shield=True):
+        if response is not None:
+            try:
+                await response.aclose()
+            except Exception:  # a closed client's pool, a custom transport: closed anyway
+                pass
+        if chunks is None:
+            return
+        http2 = response is not None and response.http_version == "HTTP/2"
+        # (A decoded body runs out the raw one under it itself, when closed.)
+        decoded = getattr(chunks, "ag_code", None) is _decoded.__code__
+        if not (http2 or decoded) and getattr(chunks, "ag_frame", True) is not None:
+            with anyio.CancelScope() as reads:
+                reads.cancel()
+                try:
+                    for _ in range(_RUN_OUT_STEPS):
+                        await chunks.__anext__()
+                except Exception:  # StopAsyncIteration, or the closed connection's error
+                    pass
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception:
+                pass
+
+
+def close_soon(response: httpx.Response | None, chunks: Any, loop: object) -> None:
+    """`close_body` for a stream dropped before its end without being closed (from its
+    `__del__`): scheduled on `loop`, the event loop the body was read on (`_loop_key()`),
+    when it runs in this thread, as trio's own finalizer does, so the generators under the
+    body are closed, not left to the garbage collector. Nothing happens elsewhere (another
+    thread, another loop, the interpreter ending)."""
+
+    def spawn() -> None:
+        try:
+            _spawn_detached(lambda: close_body(response, chunks))
+        except Exception:  # the loop is ending
+            pass
+
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        if running is loop:
+            running.call_soon(spawn)
+        return
+    trio: Any = sys.modules.get("trio")
+    if trio is None:
+        return
+    try:
+        token = trio.lowlevel.current_trio_token()
+        if token == loop:
+            token.run_sync_soon(spawn)
+    except Exception:  # not in a trio run, or it has finished
+        pass
+
+
+def drain_later(response: httpx.Response, chunks: Any) -> anyio.Event | None:
+    """Read the rest of a body whose terminal event has come, in a detached task, then close
+    it; the returned event is set when that is done. None: no task could be started (the
+    event loop is ending), and the caller closes the body itself.
+
+    A body that ends within `_DRAIN_LIMIT` bytes and `_DRAIN_TIMEOUT` seconds leaves its
+    connection in the pool for the next call; one that is large or never ends is closed.
+    The caller does not wait: a proxy that sends its `data: [DONE]` a second later, or
+    never, costs it nothing. The task is cancelled (and the body closed) when the event
+    loop ends.
+    """
+    done = anyio.Event()
+
+    async def drain() -> None:
+        try:
+            with anyio.move_on_after(_DRAIN_TIMEOUT):
+                left = _DRAIN_LIMIT
+                while left >= 0:
+                    left -= len(await chunks.__anext__())
+        except Exception:  # StopAsyncIteration at the body's end, or a failed read
+            pass
+        finally:
+            await close_body(response, chunks)
+            done.set()
+
+    try:
+        _spawn_detached(drain)
+    except Exception:  # the event loop is shutting down: no new task
+        return None
+    return done
