@@ -27,7 +27,7 @@ __all__ = ["Model", "ModelPrices", "get_model", "list_models", "register_model"]
 class ModelPrices(BaseModel):
     """USD per million tokens. A price left None is unknown, and so is the cost."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     input: float | None = None
     output: float | None = None
@@ -42,7 +42,7 @@ class Model(BaseModel):
     catalog's; construct one for any other endpoint (a local server, a gateway) with the
     same fields."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(min_length=1)
     """The id sent on the wire."""
