@@ -79,16 +79,17 @@ def _worker_call(side: str, url: str, calls: int) -> None:
             await client.aclose()
 
     else:
-        import stream_core
+        # The import line of a program that makes calls (and of first_call.py).
+        from stream_core import Context, StreamOptions, UserMessage, get_model, stream
 
         async def main() -> None:
             for _ in range(calls):
-                model = stream_core.get_model("anthropic", "claude-sonnet-4-5").model_copy(
+                model = get_model("anthropic", "claude-sonnet-4-5").model_copy(
                     update={"base_url": url}
                 )
-                context = stream_core.Context(messages=[stream_core.UserMessage(content="hi")])
-                options = stream_core.StreamOptions(api_key="sk-bench", max_retries=0)
-                async with stream_core.stream(model, context, options) as s:
+                context = Context(messages=[UserMessage(content="hi")])
+                options = StreamOptions(api_key="sk-bench", max_retries=0)
+                async with stream(model, context, options) as s:
                     async for _event in s:
                         pass
                     message = await s.result()
@@ -176,8 +177,18 @@ def build_venv(venv: Path, rebuild: bool) -> Path:
         shutil.rmtree(venv)
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
     subprocess.run(
-        [uv, "pip", "install", "-q", "--reinstall-package", "stream-core", "--python",
-         str(python), "--compile-bytecode", str(REPO)],
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--reinstall-package",
+            "stream-core",
+            "--python",
+            str(python),
+            "--compile-bytecode",
+            str(REPO),
+        ],
         check=True,
     )
     return python
