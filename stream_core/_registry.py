@@ -138,6 +138,28 @@ def _load_builtins() -> None:
             register_module(module, source=_BUILTIN)
 
 
+_BUILTIN_MODULES = {
+    "anthropic-messages": "anthropic",
+    "bedrock-converse-stream": "bedrock",
+    "google-generative-ai": "google",
+    "mistral-conversations": "mistral",
+    "ollama-chat": "ollama",
+    "ollama-generate": "ollama",
+    "openai-completions": "openai_completions",
+    "openai-responses": "openai_responses",
+}
+"""Which module of `providers/` serves each built-in API, so a call imports its own provider
+and no other (importing all eight costs a first call more than the rest of its work). Only
+a shortcut: a module missing here is still found by `_load_builtins`, on a miss
+(tests/test_public_api.py checks this table against the modules)."""
+
+
+def _load_builtin(api: str) -> None:
+    name = _BUILTIN_MODULES.get(api)
+    if name is not None and not _loaded_builtins:
+        register_module(importlib.import_module(f"{_BUILTIN_PACKAGE}.{name}"), source=_BUILTIN)
+
+
 def _load_plugins() -> None:
     global _loaded_plugins
     if _loaded_plugins:
@@ -170,10 +192,12 @@ def load_plugins() -> None:
 def get_provider(api: str) -> ProviderEntry:
     """The provider serving the wire API `api`, loading built-ins and then plugins as
     needed. Raises `ValueError` naming the known APIs when none serves it."""
-    _load_builtins()
     entry = _registry.get(api)
     if entry is None:
-        _load_plugins()
+        _load_builtin(api)
+        entry = _registry.get(api)
+    if entry is None:
+        _load_plugins()  # all the built-ins first, then the plugins
         entry = _registry.get(api)
     if entry is None:
         raise ValueError(

@@ -295,8 +295,10 @@ class AssistantStream:
         """The shared client; one the environment makes impossible (a SOCKS proxy without
         `socksio`, a malformed `HTTPS_PROXY`) is the environment's failure, not the
         vendor's: reported like a missing key, before any I/O, not retried."""
+        request = self._request
+        assert request is not None
         try:
-            return await shared_client_async()
+            return await shared_client_async(tls=request.url.scheme == "https" or _proxied())
         except Exception as exc:
             raise StreamFailure(_environment_error(exc)) from None
 
@@ -870,6 +872,11 @@ async def _no_chunks() -> typing.AsyncIterator[bytes]:
 
 
 _PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+def _proxied() -> bool:
+    """Whether the environment names a proxy, which may itself be reached over TLS."""
+    return any(os.environ.get(v) for n in _PROXY_VARIABLES[:3] for v in (n, n.lower()))
 
 
 def _environment_error(exc: Exception) -> StreamError:

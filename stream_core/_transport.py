@@ -11,6 +11,7 @@ limits, the drain after the terminal event) live here so transport set-up has on
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import sys
 import threading
@@ -201,30 +202,67 @@ _DRAIN_LIMIT = 64 * 1024
 
 
 _ssl_context: ssl.SSLContext | None = None
+_trusted = False
+"""Whether `_ssl_context` has its certificate authorities loaded (`_load_trust`)."""
 _ssl_lock = threading.Lock()
 
 
-def _client_setup() -> ssl.SSLContext:
-    """The process's one TLS context for the shared clients, made on first use.
+def _client_context() -> ssl.SSLContext:
+    """The process's one TLS context for the shared clients, without its trust store yet.
 
-    Loading the certificate bundle costs some 80-170 ms and the first client construction
-    imports httpcore (and trio, where installed): work a first call must not do on the
-    event loop. `shared_client_async` runs this in a worker thread (OpenSSL releases the
-    GIL while it reads the bundle), once per process rather than once per event loop.
+    What `httpx.AsyncClient(verify=True)` builds, less the certificate bundle: loading that
+    costs some 250 million instructions (80-170 ms), which a process that only speaks
+    `http://` (a local gateway, Ollama) never needs. It is loaded by `_load_trust` before
+    the first https request; until then the context verifies against an empty store, so a
+    TLS connection made without it fails closed.
     """
     global _ssl_context
     with _ssl_lock:
         if _ssl_context is None:
-            import httpcore  # noqa: F401 - httpx imports it at the first client: do it here
-
-            # What `httpx.AsyncClient(verify=True)` builds: certifi's bundle, or
-            # SSL_CERT_FILE / SSL_CERT_DIR from the environment.
-            _ssl_context = httpx.create_ssl_context(trust_env=True)
+            # `ssl.create_default_context` with no CA loaded (the settings are the same).
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies, checks host names
+            if sys.version_info >= (3, 13):
+                ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
+            keylog = os.environ.get("SSLKEYLOGFILE")
+            if keylog and not sys.flags.ignore_environment:
+                ctx.keylog_filename = keylog
+            _ssl_context = ctx
         return _ssl_context
 
 
-def _new_client(key: object, context: ssl.SSLContext) -> httpx.AsyncClient:
-    client = httpx.AsyncClient(timeout=None, limits=_SHARED_LIMITS, verify=context)
+def _load_trust() -> None:
+    """Load the certificate authorities into the shared context, once per process.
+
+    The bundle `httpx.create_ssl_context(trust_env=True)` would load: SSL_CERT_FILE or
+    SSL_CERT_DIR from the environment, else certifi's. Runs in a worker thread
+    (`shared_client_async`; OpenSSL releases the GIL while it reads the bundle).
+    """
+    global _trusted
+    ctx = _client_context()
+    with _ssl_lock:
+        if _trusted:
+            return
+        if os.environ.get("SSL_CERT_FILE"):
+            ctx.load_verify_locations(cafile=os.environ["SSL_CERT_FILE"])
+        elif os.environ.get("SSL_CERT_DIR"):
+            ctx.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+        else:
+            import certifi
+
+            ctx.load_verify_locations(cafile=certifi.where())
+        _trusted = True
+
+
+def _prepare_client() -> None:
+    """What the process's first client would do on the event loop: import httpcore (and trio,
+    where installed: some 100-300 ms) and make the TLS context (`_client_context`)."""
+    import httpcore  # noqa: F401 - httpx imports it at the first client: do it here
+
+    _client_context()
+
+
+def _new_client(key: object) -> httpx.AsyncClient:
+    client = httpx.AsyncClient(timeout=None, limits=_SHARED_LIMITS, verify=_client_context())
     _shared[key] = client
     _spawn_detached(lambda: _close_at_loop_end(client))
     return client
@@ -233,32 +271,33 @@ def _new_client(key: object, context: ssl.SSLContext) -> httpx.AsyncClient:
 def shared_client() -> httpx.AsyncClient:
     """The keep-alive client that calls without `options.client` share on this event loop.
 
-    One per loop (asyncio loop or trio run), made on first use (TLS set-up costs some
-    20 ms, so once, not per call) and closed when the loop ends. Timeouts come with each
-    request, so the client has none of its own. Calls take it through
-    `shared_client_async`, which never does the process's first set-up on the loop; this
-    synchronous form does it in place when nothing did it before.
+    One per loop (asyncio loop or trio run), made on first use and closed when the loop
+    ends. Timeouts come with each request, so the client has none of its own. Calls take it
+    through `shared_client_async`, which loads the TLS trust store off the loop and only
+    for https; this synchronous form loads it in place when nothing did before.
     """
     key = _loop_key()
     client = _shared.get(key)
     if client is None or client.is_closed:
-        client = _new_client(key, _ssl_context or _client_setup())
+        client = _new_client(key)
+    if not _trusted:
+        _load_trust()
     return client
 
 
-async def shared_client_async() -> httpx.AsyncClient:
-    """`shared_client()`, with the process's first set-up (TLS context, httpcore import)
-    done in a worker thread, off the event loop."""
+async def shared_client_async(tls: bool = True) -> httpx.AsyncClient:
+    """`shared_client()` for a request that needs TLS (`tls`: an https URL, or a proxy on
+    the way) or not: the trust store is loaded once per process, in a worker thread, before
+    the first request that needs it, and never for `http://` alone. Cancelling the call
+    leaves the loading to finish in its thread."""
     key = _loop_key()
-    client = _shared.get(key)
-    if client is not None and not client.is_closed:
-        return client
-    context = _ssl_context
-    if context is None:
-        context = await anyio.to_thread.run_sync(_client_setup)
+    if _ssl_context is None:
+        await anyio.to_thread.run_sync(_prepare_client, abandon_on_cancel=True)
+    if tls and not _trusted:
+        await anyio.to_thread.run_sync(_load_trust, abandon_on_cancel=True)
     client = _shared.get(key)  # another call may have made it while this one waited
     if client is None or client.is_closed:
-        client = _new_client(key, context)
+        client = _new_client(key)
     return client
 
 
