@@ -138,6 +138,8 @@ class UnknownContent(RootModel[dict[str, Any]]):
     elsewhere an unknown type is an error, so a typo is never silently left out of a request.
     """
 
+    model_config = ConfigDict(defer_build=True)
+
     @property
     def type(self) -> str:
         return str(self.root.get("type"))

@@ -98,7 +98,9 @@ def test_the_builtin_module_table_names_the_module_serving_each_api() -> None:
         served[module.API] = name
         for wire in getattr(module, "WIRES", ()):
             served[wire.api] = name
-    assert registry._BUILTIN_MODULES == served
+    # Only a shortcut: a new provider module missing from it is still found (on a miss), so
+    # adding a provider touches nothing else; every entry it has must be right.
+    assert {api: served.get(api) for api in registry._BUILTIN_MODULES} == registry._BUILTIN_MODULES
 
 
 def test_package_is_marked_typed() -> None:
