@@ -42,6 +42,8 @@ import stream_core
 from stream_core import AssistantStreamEvent, dump_messages, event_to_json
 
 APIS = apis_under_test()
+# trio is a dev dependency here; a plugin author's install may not have it.
+BACKENDS = ["asyncio"] + (["trio"] if importlib.util.find_spec("trio") else [])
 SHORT_KEYS = ["sk-1234", "token-1", "EMPTY"]
 
 
@@ -56,7 +58,13 @@ def _has_otel_sdk() -> bool:
 HAS_OTEL = _has_otel_sdk()
 
 
-def _run(api: str, responses: Any, **opts: Any) -> tuple[Run, list[str]]:
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every call here runs under asyncio and under trio."""
+    return str(request.param)
+
+
+def _run(api: str, backend: str, responses: Any, **opts: Any) -> tuple[Run, list[str]]:
     """Run, with each event's JSON and repr taken as it arrives (before the end redacts
     anything) and the span's attributes when OpenTelemetry is installed."""
     seen: list[str] = []
@@ -79,7 +87,7 @@ def _run(api: str, responses: Any, **opts: Any) -> tuple[Run, list[str]]:
         mock.route(host="contract.test").mock(
             side_effect=responses if callable(responses) else list(responses)
         )
-        run = anyio.run(main)
+        run = anyio.run(main, backend=backend)
     if exporter is not None:
         for span in exporter.get_finished_spans():
             seen.append(json.dumps(dict(span.attributes or {}), default=str))
@@ -155,7 +163,9 @@ def _echoing(api: str, key: str) -> bytes:
 
 @pytest.mark.parametrize("key", [API_KEY, "sk-1234"])
 @pytest.mark.parametrize("api", APIS)
-def test_a_key_echoed_in_request_id_and_model_is_on_no_surface(api: str, key: str) -> None:
+def test_a_key_echoed_in_request_id_and_model_is_on_no_surface(
+    api: str, key: str, backend: str
+) -> None:
     """If this fails: a server echoing the key in `x-request-id` or its `model` field puts
     it in repr, str, event_to_json, the JSONL dump or the span's gen_ai.response.model."""
     response = httpx.Response(
@@ -167,7 +177,7 @@ def test_a_key_echoed_in_request_id_and_model_is_on_no_surface(api: str, key: st
         },
         content=_echoing(api, key),
     )
-    run, seen = _run(api, [response], api_key=key)
+    run, seen = _run(api, backend, [response], api_key=key)
     assert_valid_event_stream(run.events)
     assert run.message.stop_reason == "stop", run.message.error
     assert run.message.request_id == "req [redacted]"
@@ -176,14 +186,14 @@ def test_a_key_echoed_in_request_id_and_model_is_on_no_surface(api: str, key: st
 
 @pytest.mark.parametrize("key", SHORT_KEYS)
 @pytest.mark.parametrize("api", APIS)
-def test_a_short_key_quoted_in_a_401_is_redacted(api: str, key: str) -> None:
+def test_a_short_key_quoted_in_a_401_is_redacted(api: str, key: str, backend: str) -> None:
     """If this fails: a local gateway's short key (`sk-1234`) shows in error.message and
     the span's status when the 401 quotes it."""
     body = json.dumps(
         {"error": {"type": "authentication_error", "message": f"Incorrect API key: {key}."}}
     )
     response = httpx.Response(401, headers={"content-type": "application/json"}, content=body)
-    run, seen = _run(api, [response], api_key=key)
+    run, seen = _run(api, backend, [response], api_key=key)
     error = run.message.error
     assert error is not None and error.kind == "auth" and error.status_code == 401
     assert "Incorrect API key: [redacted]." in error.message
@@ -227,7 +237,9 @@ class _Server:
 @pytest.mark.parametrize("client", ["shared", "injected-following"])
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 @pytest.mark.parametrize("api", APIS)
-def test_a_redirect_is_reported_never_followed(api: str, status: int, client: str) -> None:
+def test_a_redirect_is_reported_never_followed(
+    api: str, status: int, client: str, backend: str
+) -> None:
     """If this fails: a redirect to another origin re-sends x-api-key, x-goog-api-key,
     api-key or x-amz-security-token to the new host (httpx strips only authorization)."""
 
@@ -265,7 +277,7 @@ def test_a_redirect_is_reported_never_followed(api: str, status: int, client: st
                 tg.cancel_scope.cancel()
         return message, first, other, location
 
-    message, first, other, location = anyio.run(main)
+    message, first, other, location = anyio.run(main, backend=backend)
     assert other.requests == [], "the request (and its credentials) went to the new host"
     assert len(first.requests) == 1, "a redirect is not retried"
     error = message.error
@@ -297,17 +309,20 @@ UNREADABLE = [
 
 @pytest.mark.parametrize("value", UNREADABLE)
 @pytest.mark.parametrize("api", APIS)
-def test_an_unreadable_retry_after_is_ignored(api: str, value: str) -> None:
+def test_an_unreadable_retry_after_is_ignored(api: str, value: str, backend: str) -> None:
     """If this fails: `Retry-After: 30s` turns a 429 into `protocol` with no status, not
     retried, the vendor's message lost."""
-    run, _ = _run(api, [_rate_limited(value)])
+    run, _ = _run(api, backend, [_rate_limited(value)])
     error = run.message.error
     assert error is not None and error.kind == "rate_limit", error
     assert error.status_code == 429 and error.retryable and error.retry_after is None
     assert "slow down, vendor" in error.message
     # Retried as if the header were absent (the options' tiny backoff).
     run, _ = _run(
-        api, [_rate_limited(value), vendor_response(api, [text_case(api).body])], max_retries=1
+        api,
+        backend,
+        [_rate_limited(value), vendor_response(api, [text_case(api).body])],
+        max_retries=1,
     )
     assert run.message.stop_reason == "stop", run.message.error
 
@@ -321,9 +336,9 @@ def _strict(text: str) -> Any:
 
 @pytest.mark.parametrize("value", ["1e309", "inf", "Fri, 31 Dec 9999 23:59:59 GMT"])
 @pytest.mark.parametrize("api", APIS)
-def test_an_endless_retry_after_stays_finite_and_json(api: str, value: str) -> None:
+def test_an_endless_retry_after_stays_finite_and_json(api: str, value: str, backend: str) -> None:
     """If this fails: `Retry-After: 1e309` is dumped as the non-JSON literal `Infinity`."""
-    run, _ = _run(api, [_rate_limited(value)], max_retries=2)
+    run, _ = _run(api, backend, [_rate_limited(value)], max_retries=2)
     error = run.message.error
     assert error is not None and error.kind == "rate_limit"
     assert error.retry_after is not None and error.retry_after >= 1e6
@@ -348,7 +363,7 @@ JUNK = {
 
 @pytest.mark.parametrize("junk", list(JUNK))
 @pytest.mark.parametrize("api", APIS)
-def test_junk_with_a_stream_content_type_is_protocol(api: str, junk: str) -> None:
+def test_junk_with_a_stream_content_type_is_protocol(api: str, junk: str, backend: str) -> None:
     """If this fails: a 200 of junk under the stream's content type ends `network`, is
     retried twice, and the error never shows what came back."""
     calls: list[int] = []
@@ -357,7 +372,7 @@ def test_junk_with_a_stream_content_type_is_protocol(api: str, junk: str) -> Non
         calls.append(1)
         return vendor_response(api, [JUNK[junk]])
 
-    run, _ = _run(api, answer, max_retries=2)
+    run, _ = _run(api, backend, answer, max_retries=2)
     assert_valid_event_stream(run.events)
     error = run.message.error
     assert error is not None and error.kind == "protocol", error
@@ -377,7 +392,7 @@ def test_junk_with_a_stream_content_type_is_protocol(api: str, junk: str) -> Non
 )
 @pytest.mark.parametrize("api", APIS)
 def test_an_unusable_proxy_environment_is_named(
-    api: str, proxy: str, monkeypatch: pytest.MonkeyPatch
+    api: str, proxy: str, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """If this fails: a SOCKS proxy without its library, or a malformed HTTPS_PROXY, ends
     every call `protocol` ("ImportError ..."), as if the vendor were at fault."""
@@ -402,7 +417,7 @@ def test_an_unusable_proxy_environment_is_named(
                 api, [vendor_response(api, [text_case(api).body])], opts=options(max_retries=2)
             )
 
-    run = anyio.run(main)
+    run = anyio.run(main, backend=backend)
     assert_valid_event_stream(run.events)
     error = run.message.error
     assert error is not None and error.kind == "network", error

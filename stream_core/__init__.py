@@ -10,91 +10,108 @@ This is the harness authors' door. Provider authors import their machinery from
 `stream_core.provider`; test helpers are in `stream_core.testing`.
 """
 
-import typing as _typing
+import importlib as _importlib
 
 from . import _layout
-from ._connections import configure_connections
-from ._errors import is_context_overflow
-from ._events import (
-    AssistantStreamEvent,
-    Delta,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ThinkingDelta,
-    ThinkingEnd,
-    ThinkingStart,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    event_to_json,
-)
-from ._jsonl import (
-    HistoryFormatError,
-    Record,
-    dump_messages,
-    load_messages,
-    messages_only,
-    model_messages,
-)
-from ._models import Model, ModelPrices, get_model, list_models, register_model
-from ._options import THINKING_BUDGETS, PayloadHook, ReasoningEffort, StreamOptions, ToolChoice
-from ._output import OutputMode
-from ._registry import (
-    ProviderEntry,
-    StreamFunction,
-    api_key_env,
-    complete,
-    list_providers,
-    stream,
-)
-from ._roles import BashExecution, BranchSummary, CompactionSummary
-from ._stream import AssistantStream
-from ._sync import SyncStream, complete_sync, stream_sync
-from ._tokens import (
-    estimate_context_tokens,
-    estimate_message_tokens,
-    estimate_tokens,
-    fits_context,
-)
-from ._tools import (
-    RepairedHistory,
-    ToolHandler,
-    ToolPairAudit,
-    audit_tool_pairs,
-    check_tool_call,
-    check_tool_calls,
-    execute_tool_calls,
-    execute_tool_calls_sync,
-    fail_truncated_tool_calls,
-    repair_tool_pairs,
-)
-from ._types import (
-    KEEP_UNKNOWN_BLOCKS,
-    AssistantMessage,
-    Context,
-    Cost,
-    CustomMessage,
-    ErrorKind,
-    ImageContent,
-    Message,
-    ModelMessage,
-    StopReason,
-    StreamError,
-    TextContent,
-    ThinkingContent,
-    Tool,
-    ToolCall,
-    ToolResultMessage,
-    UnknownContent,
-    Usage,
-    UserMessage,
-    register_message_role,
-    total_usage,
-)
+
+# Not `typing.TYPE_CHECKING`: importing typing costs `import stream_core` some 40 million
+# instructions. Type checkers take any name `TYPE_CHECKING` as true; deleted at the end.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._connections import configure_connections
+    from ._errors import is_context_overflow
+    from ._events import (
+        AssistantStreamEvent,
+        Delta,
+        MessageEnd,
+        MessageStart,
+        MessageUpdate,
+        TextDelta,
+        TextEnd,
+        TextStart,
+        ThinkingDelta,
+        ThinkingEnd,
+        ThinkingStart,
+        ToolCallDelta,
+        ToolCallEnd,
+        ToolCallStart,
+        event_to_json,
+    )
+    from ._jsonl import (
+        HistoryFormatError,
+        Record,
+        dump_messages,
+        load_messages,
+        messages_only,
+        model_messages,
+    )
+    from ._models import (
+        Model,
+        ModelPrices,
+        get_model,
+        list_models,
+        register_model,
+    )
+    from ._options import (
+        THINKING_BUDGETS,
+        PayloadHook,
+        ReasoningEffort,
+        StreamOptions,
+        ToolChoice,
+    )
+    from ._output import OutputMode
+    from ._registry import (
+        ProviderEntry,
+        StreamFunction,
+        api_key_env,
+        complete,
+        list_providers,
+        stream,
+    )
+    from ._roles import BashExecution, BranchSummary, CompactionSummary
+    from ._stream import AssistantStream
+    from ._sync import SyncStream, complete_sync, stream_sync
+    from ._tokens import (
+        estimate_context_tokens,
+        estimate_message_tokens,
+        estimate_tokens,
+        fits_context,
+    )
+    from ._tools import (
+        RepairedHistory,
+        ToolHandler,
+        ToolPairAudit,
+        audit_tool_pairs,
+        check_tool_call,
+        check_tool_calls,
+        execute_tool_calls,
+        execute_tool_calls_sync,
+        fail_truncated_tool_calls,
+        repair_tool_pairs,
+    )
+    from ._types import (
+        KEEP_UNKNOWN_BLOCKS,
+        AssistantMessage,
+        Context,
+        Cost,
+        CustomMessage,
+        ErrorKind,
+        ImageContent,
+        Message,
+        ModelMessage,
+        StopReason,
+        StreamError,
+        TextContent,
+        ThinkingContent,
+        Tool,
+        ToolCall,
+        ToolResultMessage,
+        UnknownContent,
+        Usage,
+        UserMessage,
+        register_message_role,
+        total_usage,
+    )
 
 # In a source checkout `providers/` and `contract_tests/` sit beside this package; the wheel
 # ships them inside it. Either way they import as `stream_core.providers` and
@@ -103,6 +120,101 @@ _layout.install_checkout_finder(__path__)
 
 __version__ = "0.1.0"
 """The installed version of stream-core."""
+
+# `import stream_core` loads none of these: each module is imported when one of its names is
+# first used (pydantic's model machinery alone costs more than `import httpx`), so a program
+# pays for what it uses. Type checkers read the imports above.
+_LAZY: dict[str, tuple[str, ...]] = {
+    "_connections": ("configure_connections",),
+    "_errors": ("is_context_overflow",),
+    "_events": (
+        "AssistantStreamEvent",
+        "Delta",
+        "MessageEnd",
+        "MessageStart",
+        "MessageUpdate",
+        "TextDelta",
+        "TextEnd",
+        "TextStart",
+        "ThinkingDelta",
+        "ThinkingEnd",
+        "ThinkingStart",
+        "ToolCallDelta",
+        "ToolCallEnd",
+        "ToolCallStart",
+        "event_to_json",
+    ),
+    "_jsonl": (
+        "HistoryFormatError",
+        "Record",
+        "dump_messages",
+        "load_messages",
+        "messages_only",
+        "model_messages",
+    ),
+    "_models": ("Model", "ModelPrices", "get_model", "list_models", "register_model"),
+    "_options": (
+        "THINKING_BUDGETS",
+        "PayloadHook",
+        "ReasoningEffort",
+        "StreamOptions",
+        "ToolChoice",
+    ),
+    "_output": ("OutputMode",),
+    "_registry": (
+        "ProviderEntry",
+        "StreamFunction",
+        "api_key_env",
+        "complete",
+        "list_providers",
+        "stream",
+    ),
+    "_roles": ("BashExecution", "BranchSummary", "CompactionSummary"),
+    "_stream": ("AssistantStream",),
+    "_sync": ("SyncStream", "complete_sync", "stream_sync"),
+    "_tokens": (
+        "estimate_context_tokens",
+        "estimate_message_tokens",
+        "estimate_tokens",
+        "fits_context",
+    ),
+    "_tools": (
+        "RepairedHistory",
+        "ToolHandler",
+        "ToolPairAudit",
+        "audit_tool_pairs",
+        "check_tool_call",
+        "check_tool_calls",
+        "execute_tool_calls",
+        "execute_tool_calls_sync",
+        "fail_truncated_tool_calls",
+        "repair_tool_pairs",
+    ),
+    "_types": (
+        "KEEP_UNKNOWN_BLOCKS",
+        "AssistantMessage",
+        "Context",
+        "Cost",
+        "CustomMessage",
+        "ErrorKind",
+        "ImageContent",
+        "Message",
+        "ModelMessage",
+        "StopReason",
+        "StreamError",
+        "TextContent",
+        "ThinkingContent",
+        "Tool",
+        "ToolCall",
+        "ToolResultMessage",
+        "UnknownContent",
+        "Usage",
+        "UserMessage",
+        "register_message_role",
+        "total_usage",
+    ),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "KEEP_UNKNOWN_BLOCKS",
@@ -191,21 +303,34 @@ __all__ = [
 ]
 
 
-if not _typing.TYPE_CHECKING:
-    # Names that moved to the provider door stay reachable here for one release (0.1.x),
-    # with a warning naming their new home; 0.2 drops them. Hidden from type checkers, so a
-    # typo on this module is still an error and mypy points at the new home.
+if not TYPE_CHECKING:
+    # Hidden from type checkers, so a typo on this module is still an error for them.
+
     def __getattr__(name: str) -> object:
-        from . import provider
+        module = _HOME.get(name)
+        if module is not None:
+            value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+            globals()[name] = value  # later lookups are plain module attributes
+            return value
+        # Names that moved to the provider door stay reachable here for one release (0.1.x),
+        # with a warning naming their new home; 0.2 drops them. mypy points at the new home.
+        if name not in ("__path__", "__file__") and not name.startswith("__"):
+            from . import provider
 
-        if name in provider.__all__:
-            import warnings
+            if name in provider.__all__:
+                import warnings
 
-            warnings.warn(
-                f"stream_core.{name} moved to stream_core.provider.{name} (the provider "
-                "authors' door); the top-level name goes in 0.2",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(provider, name)
+                warnings.warn(
+                    f"stream_core.{name} moved to stream_core.provider.{name} (the provider "
+                    "authors' door); the top-level name goes in 0.2",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                return getattr(provider, name)
         raise AttributeError(f"module 'stream_core' has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
+
+
+del TYPE_CHECKING

@@ -10,7 +10,6 @@ the stream and the providers word vendor errors one way.
 from __future__ import annotations
 
 import email.utils
-import html
 import json
 import math
 import re
@@ -60,6 +59,8 @@ def strip_markup(text: str) -> str:
     """The visible words of an HTML page (a proxy's error or login page), on one line.
     Linear in the text, whatever the markup (vendor bytes are untrusted)."""
     if "<" in text:
+        import html  # an HTML error page is rare: not at import
+
         text = html.unescape(_TAGS.sub(" ", _drop_hidden(text)))
     return " ".join(text.split())
 

@@ -9,20 +9,25 @@ path is left alone, so nothing else at the repo root (`tests`, `benchmarks`, eve
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from types import ModuleType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and pathlib cost `import stream_core` more than all the rest
+    import importlib.machinery
+    from pathlib import Path
 
 SHIPPED = ("providers", "contract_tests")
 
 
-class _CheckoutFolders(importlib.abc.MetaPathFinder):
+class _CheckoutFolders:
     """Finds `stream_core.providers` and `stream_core.contract_tests` in a checkout; their
     submodules are then found through the package's own `__path__` as usual."""
+
+    # A meta path finder by protocol (`find_spec`): subclassing `importlib.abc.MetaPathFinder`
+    # would import importlib.resources, tempfile and more on every `import stream_core`.
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -37,15 +42,19 @@ class _CheckoutFolders(importlib.abc.MetaPathFinder):
         folder = self.names.get(fullname)
         if folder is None:
             return None
+        import importlib.util
+
         return importlib.util.spec_from_file_location(
             fullname, folder / "__init__.py", submodule_search_locations=[str(folder)]
         )
 
 
 def install_checkout_finder(package_path: Sequence[str]) -> None:
-    here = Path(package_path[0])
-    if all((here / name).is_dir() for name in SHIPPED):
+    if all(os.path.isdir(os.path.join(package_path[0], name)) for name in SHIPPED):
         return  # installed: the folders are inside the package
+    from pathlib import Path
+
+    here = Path(package_path[0])
     root = here.parent
     pyproject = root / "pyproject.toml"
     # Only our own checkout: a `providers` package that merely sits next to site-packages

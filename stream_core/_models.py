@@ -8,7 +8,6 @@ saves typing for the common ones. It is `catalog.json`, generated from models.de
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 import re
@@ -27,7 +26,7 @@ __all__ = ["Model", "ModelPrices", "get_model", "list_models", "register_model"]
 class ModelPrices(BaseModel):
     """USD per million tokens. A price left None is unknown, and so is the cost."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     input: float | None = None
     output: float | None = None
@@ -42,7 +41,7 @@ class Model(BaseModel):
     catalog's; construct one for any other endpoint (a local server, a gateway) with the
     same fields."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(min_length=1)
     """The id sent on the wire."""
@@ -192,6 +191,8 @@ def get_model(provider: str, model_id: str | None = None, *, api: str | None = N
         return get_model(provider, model_id, api=api)
     if model is not None:
         return model
+    import difflib  # only for this error's suggestions
+
     known = sorted({p for p, _ in _catalog()[1]} | {p for p, _ in _registered} | {OLLAMA})
     if provider not in known:
         close = difflib.get_close_matches(provider, known, n=3, cutoff=0.5)

@@ -10,12 +10,13 @@ final message's text is the JSON, read once at the end into `AssistantMessage.ou
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 
 from ._types import Tool
 
@@ -83,6 +84,20 @@ class OutputSpec:
         )
 
 
+def _class_schema(cls: type[BaseModel]) -> dict[str, Any]:
+    """A fresh copy of a class's JSON Schema. The pipeline and the request builder both ask
+    for the call's spec, and pydantic rebuilds the schema on every `model_json_schema()`
+    (milliseconds for a nested class), so it is built once per class; each call gets its own
+    copy because a payload hook may edit the payload it lands in."""
+    loaded: dict[str, Any] = from_json(_class_schema_json(cls))
+    return loaded
+
+
+@functools.lru_cache(maxsize=64)
+def _class_schema_json(cls: type[BaseModel]) -> bytes:
+    return to_json(cls.model_json_schema())
+
+
 def make_output_spec(schema: dict[str, Any] | type[BaseModel], mode: OutputMode) -> OutputSpec:
     model_class: type[BaseModel] | None = None
     if isinstance(schema, dict):
@@ -91,7 +106,7 @@ def make_output_spec(schema: dict[str, Any] | type[BaseModel], mode: OutputMode)
         description = schema.get("description")
     else:
         model_class = schema
-        body = schema.model_json_schema()
+        body = _class_schema(schema)
         title = schema.__name__
         description = (schema.__doc__ or "").strip() or None
     name = _NAME.sub("_", title)[:64].strip("_") if isinstance(title, str) else ""

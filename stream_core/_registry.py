@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import pkgutil
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -130,12 +129,36 @@ def _load_builtins() -> None:
     # Every module in `providers/` that exports API and stream() is a built-in: adding a
     # provider is adding a module, nothing else.
     package = importlib.import_module(_BUILTIN_PACKAGE)
+    import pkgutil  # only when every built-in is loaded (a name no table knows)
+
     for info in pkgutil.iter_modules(package.__path__):
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{_BUILTIN_PACKAGE}.{info.name}")
         if hasattr(module, "API") and hasattr(module, "stream"):
             register_module(module, source=_BUILTIN)
+
+
+_BUILTIN_MODULES = {
+    "anthropic-messages": "anthropic",
+    "bedrock-converse-stream": "bedrock",
+    "google-generative-ai": "google",
+    "mistral-conversations": "mistral",
+    "ollama-chat": "ollama",
+    "ollama-generate": "ollama",
+    "openai-completions": "openai_completions",
+    "openai-responses": "openai_responses",
+}
+"""Which module of `providers/` serves each built-in API, so a call imports its own provider
+and no other (importing all eight costs a first call more than the rest of its work). Only
+a shortcut: a module missing here (a newcomer's) is still found by `_load_builtins`, on a
+miss, so adding a provider needs no entry (tests/test_public_api.py checks the entries)."""
+
+
+def _load_builtin(api: str) -> None:
+    name = _BUILTIN_MODULES.get(api)
+    if name is not None and not _loaded_builtins:
+        register_module(importlib.import_module(f"{_BUILTIN_PACKAGE}.{name}"), source=_BUILTIN)
 
 
 def _load_plugins() -> None:
@@ -170,10 +193,12 @@ def load_plugins() -> None:
 def get_provider(api: str) -> ProviderEntry:
     """The provider serving the wire API `api`, loading built-ins and then plugins as
     needed. Raises `ValueError` naming the known APIs when none serves it."""
-    _load_builtins()
     entry = _registry.get(api)
     if entry is None:
-        _load_plugins()
+        _load_builtin(api)
+        entry = _registry.get(api)
+    if entry is None:
+        _load_plugins()  # all the built-ins first, then the plugins
         entry = _registry.get(api)
     if entry is None:
         raise ValueError(

@@ -1,7 +1,8 @@
 """Ready-made message roles of a harness's own: records kept in the history as they are, and
 sent to the model as the user message each one converts to.
 
-Registered when `stream_core` is imported, so `load_messages` returns them as instances.
+Registered when this module loads (at the first role lookup, or the first use of one of
+these names), so `load_messages` returns them as instances.
 A harness defines more the same way (`CustomMessage` + `register_message_role`).
 """
 

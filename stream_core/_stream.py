@@ -11,7 +11,8 @@ The rooms:
 - `_wire`: what a provider supplies (`WireAPI`, `WireRequest`, `Translator`, `parse_json`)
   and the checks a call raises from, before any I/O.
 - `_stream` (here): the state machine. Retries, the first-byte and idle timeouts and
-  `options.cancel` are enforced here, as are the drain and the one `_finish`.
+  `options.cancel` are enforced here, as is the one `_finish` (which hands the rest of a
+  finished body to `_transport.drain_later`).
 - `_transport`: where the client lives (one shared keep-alive client per event loop), the
   detached tasks, and the response socket that the idle timeout and cancel act on.
 - `_error_text`: where error text is made from vendor bytes (error bodies, proxy pages) and
@@ -69,13 +70,15 @@ from ._options import StreamOptions
 from ._output import OutputSpec
 from ._sse import Decoder, FramingError
 from ._transport import (
-    _DRAIN_LIMIT,
-    _DRAIN_TIMEOUT,
+    _loop_key,
     _own_socket,
     _Socket,
     _spawn_detached,
     body_chunks,
+    close_body,
+    close_soon,
     connections_in_use,
+    drain_later,
     shared_client_async,
 )
 from ._types import AssistantMessage, Context, StreamError
@@ -128,6 +131,8 @@ class AssistantStream:
         self._client: httpx.AsyncClient | None = None
         self._response: httpx.Response | None = None
         self._chunks: Any = None
+        self._loop: object = None
+        """The event loop (or trio run) the body is read on."""
         self._decoder = self._new_decoder()
         self._unframed = 0
         """Bytes read since the last frame, for a decoder that does not cap itself."""
@@ -160,6 +165,14 @@ class AssistantStream:
         except StreamFailure as failure:
             self._no_key = failure.error
         self._asm.secrets = self._secrets
+
+    def __del__(self) -> None:
+        # Dropped mid-body without `aclose()` (an `async for` left early outside `async
+        # with`): the body is closed on the event loop rather than by the GC.
+        response, chunks = getattr(self, "_response", None), getattr(self, "_chunks", None)
+        if response is not None or chunks is not None:
+            self._response = self._chunks = None
+            close_soon(response, chunks, self._loop)
 
     def __repr__(self) -> str:
         states = ("new", "connecting", "streaming", "done")
@@ -283,8 +296,10 @@ class AssistantStream:
         """The shared client; one the environment makes impossible (a SOCKS proxy without
         `socksio`, a malformed `HTTPS_PROXY`) is the environment's failure, not the
         vendor's: reported like a missing key, before any I/O, not retried."""
+        request = self._request
+        assert request is not None
         try:
-            return await shared_client_async()
+            return await shared_client_async(tls=request.url.scheme == "https" or _proxied())
         except Exception as exc:
             raise StreamFailure(_environment_error(exc)) from None
 
@@ -392,6 +407,7 @@ class AssistantStream:
             return self._redirect_error(response)
         if response.status_code < 400:
             self._response = response
+            self._loop = _loop_key()
             self._socket = _own_socket(response)
             # Raw bytes skip one async generator per chunk, which on a socket is one per
             # event. We ask for identity; a body compressed anyway is decoded a bounded
@@ -421,10 +437,7 @@ class AssistantStream:
         except httpx.HTTPError:
             pass
         finally:
-            with anyio.CancelScope(shield=True):
-                if chunks is not None:
-                    await chunks.aclose()
-                await response.aclose()
+            await close_body(response, chunks)
         error = self._http_error(response, bytes(buffer[:_ERROR_BODY_LIMIT]))
         if unread:
             error.message += f" ({unread})"
@@ -749,29 +762,13 @@ class AssistantStream:
             except OSError:
                 pass
 
-    async def _drain(self) -> None:
-        """After the terminal event, read the rest of the body (the chunked-encoding end, a
-        trailing newline) for a moment, so the connection goes back to the pool for the
-        next call instead of being closed. A server that keeps the body open costs at most
-        `_DRAIN_TIMEOUT`."""
-        chunks = self._chunks
-        left = _DRAIN_LIMIT
-        try:
-            while left > 0:
-                left -= len(await self._interruptible(chunks.__anext__(), _DRAIN_TIMEOUT))
-        except (StopAsyncIteration, _Expired, _Aborted, httpx.HTTPError):
-            pass
-
     async def _close_response(self) -> None:
         response, chunks = self._response, self._chunks
+        if response is None and chunks is None:
+            return
         self._response = self._chunks = None
         self._socket = None
-        with anyio.CancelScope(shield=True):
-            if chunks is not None:
-                # Close the byte iterator too: trio warns about unfinished async generators.
-                await chunks.aclose()
-            if response is not None:
-                await response.aclose()
+        await close_body(response, chunks)
 
     async def _finish(self, error: StreamError | None) -> None:
         if self._state == _DONE:
@@ -783,9 +780,14 @@ class AssistantStream:
         if self._stop_watch is not None:
             self._stop_watch()
             self._stop_watch = None
-        if error is None and self._socket is not None:
-            with anyio.CancelScope(shield=True):
-                await self._drain()
+        drained = None
+        if error is None and self._socket is not None and self._response is not None:
+            # The rest of the body is read in a task of its own, so the connection can go
+            # back to the pool without this call waiting for a slow or endless tail.
+            drained = drain_later(self._response, self._chunks)
+            if drained is not None:
+                self._response = self._chunks = None
+                self._socket = None
         await self._close_response()
         # The shared client stays open for the next call on this event loop.
         self._client = None
@@ -814,6 +816,14 @@ class AssistantStream:
         if self._started is not None:
             self._record_timing()
         self._queue.append(MessageEnd(m))
+        if drained is not None:
+            # A tail already received (the usual chunked end) is read within a few turns
+            # of the event loop: let it, so a next call made at once finds the connection
+            # in the pool. Never a wait on the server, and never a cancellation point.
+            for _ in range(_SETTLE_TURNS):
+                if drained.is_set():
+                    break
+                await anyio.lowlevel.cancel_shielded_checkpoint()
 
     def _record_timing(self) -> None:
         m, started, first = self.message, self._started, self._asm.first_update
@@ -851,6 +861,8 @@ def _otel() -> Any:
 _NONE: Any = object()
 _UNSTREAMED_LIMIT = 32 * 1024 * 1024
 _HEAD_LIMIT = 512
+_SETTLE_TURNS = 16
+"""Event-loop turns a finished call gives its drain task (see `_finish`)."""
 _NON_SPACE = re.compile(rb"\S")
 
 
@@ -873,6 +885,11 @@ async def _no_chunks() -> typing.AsyncIterator[bytes]:
 
 
 _PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+def _proxied() -> bool:
+    """Whether the environment names a proxy, which may itself be reached over TLS."""
+    return any(os.environ.get(v) for n in _PROXY_VARIABLES[:3] for v in (n, n.lower()))
 
 
 def _environment_error(exc: Exception) -> StreamError:

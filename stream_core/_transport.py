@@ -4,15 +4,16 @@ Calls without `options.client` share one keep-alive `httpx.AsyncClient` per even
 (`shared_client`), made on first use and closed when the loop ends. Tasks that must outlive
 one `__anext__` (the close, a stream's cancel watcher) run outside any task group
 (`_spawn_detached`). `_own_socket` finds the HTTP/1.1 socket whose reads carry the idle
-timeout and that a cancel shuts down; `_stream` decides when. Connection settings (the drain
-after the terminal event) live here so transport set-up has one home; the pool limits,
-which a user sets, are `_connections`'.
+timeout and that a cancel shuts down; `_stream` decides when. Connection settings (pool
+limits, the drain after the terminal event) live here so transport set-up has one home.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
+import sys
 import threading
 import weakref
 import zlib
@@ -73,7 +74,7 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
         return response.aiter_bytes() if response.is_stream_consumed else response.aiter_raw()
     if len(codings) > 1 or _inflater(codings[0]) is None:
         raise ProtocolError(f"body in content-encoding {header[:80]!r}: not decoded")
-    return _decoded(response.aiter_raw(), codings[0])
+    return _decoded(response, response.aiter_raw(), codings[0])
 
 
 def _inflater(coding: str) -> Callable[[bytes, int], bytes] | None:
@@ -125,7 +126,9 @@ class _Inflate:
         return out
 
 
-async def _decoded(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
+async def _decoded(
+    response: httpx.Response, raw: AsyncIterator[bytes], coding: str
+) -> AsyncIterator[bytes]:
     step = _inflater(coding)
     assert step is not None
     try:
@@ -142,9 +145,9 @@ async def _decoded(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[byte
             raise
         raise ProtocolError(f"body in content-encoding {coding!r} is corrupt") from None
     finally:
-        aclose = getattr(raw, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        # Closed early, this generator stops here; the raw body under it is closed and run
+        # out (not inflated on: what was received may inflate to gigabytes).
+        await close_body(response, raw)
 
 
 # --- detached tasks and the shared client -------------------------------------------------
@@ -269,6 +272,11 @@ class PoolTransport(httpx.AsyncBaseTransport):
         response.stream = _Releasing(response.stream, self, index)
         return response
 
+    @property
+    def connections(self) -> list[Any]:
+        """Every httpcore connection of every pool (for tests and debugging)."""
+        return [c for p in self._pools if p is not None for c in p._pool.connections]
+
     async def _wait(self, gate: anyio.Semaphore, request: httpx.Request) -> None:
         timeout = request.extensions.get("timeout", {}).get("pool")
         with anyio.move_on_after(timeout):
@@ -322,33 +330,71 @@ _shared: weakref.WeakKeyDictionary[object, httpx.AsyncClient] = weakref.WeakKeyD
 # The `configure_connections` generation each loop's client was made with: a newer one
 # makes the loop's next call build a new client.
 _generation: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
-# After the terminal event the rest of the body is read this long, at most this much, so the
-# connection goes back to the pool (`AssistantStream._drain`).
-_DRAIN_TIMEOUT = 0.05
+# After the terminal event the rest of the body (a proxy's trailing `data: [DONE]`, the
+# chunked-encoding end) is read by a detached task for at most this long and this much, so
+# the connection goes back to the pool (`drain_later`); the caller does not wait for it.
+_DRAIN_TIMEOUT = 5.0
 _DRAIN_LIMIT = 64 * 1024
 
 
 _ssl_context: ssl.SSLContext | None = None
+_trusted = False
+"""Whether `_ssl_context` has its certificate authorities loaded (`_load_trust`)."""
 _ssl_lock = threading.Lock()
 
 
-def _client_setup() -> ssl.SSLContext:
-    """The process's one TLS context for the shared clients, made on first use.
+def _client_context() -> ssl.SSLContext:
+    """The process's one TLS context for the shared clients, without its trust store yet.
 
-    Loading the certificate bundle costs some 80-170 ms and the first client construction
-    imports httpcore (and trio, where installed): work a first call must not do on the
-    event loop. `shared_client_async` runs this in a worker thread (OpenSSL releases the
-    GIL while it reads the bundle), once per process rather than once per event loop.
+    What `httpx.AsyncClient(verify=True)` builds, less the certificate bundle: loading that
+    costs some 250 million instructions (80-170 ms), which a process that only speaks
+    `http://` (a local gateway, Ollama) never needs. It is loaded by `_load_trust` before
+    the first https request; until then the context verifies against an empty store, so a
+    TLS connection made without it fails closed.
     """
     global _ssl_context
     with _ssl_lock:
         if _ssl_context is None:
-            import httpcore  # noqa: F401 - httpx imports it at the first client: do it here
-
-            # What `httpx.AsyncClient(verify=True)` builds: certifi's bundle, or
-            # SSL_CERT_FILE / SSL_CERT_DIR from the environment.
-            _ssl_context = httpx.create_ssl_context(trust_env=True)
+            # `ssl.create_default_context` with no CA loaded (the settings are the same).
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies, checks host names
+            if sys.version_info >= (3, 13):
+                ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
+            keylog = os.environ.get("SSLKEYLOGFILE")
+            if keylog and not sys.flags.ignore_environment:
+                ctx.keylog_filename = keylog
+            _ssl_context = ctx
         return _ssl_context
+
+
+def _load_trust() -> None:
+    """Load the certificate authorities into the shared context, once per process.
+
+    The bundle `httpx.create_ssl_context(trust_env=True)` would load: SSL_CERT_FILE or
+    SSL_CERT_DIR from the environment, else certifi's. Runs in a worker thread
+    (`shared_client_async`; OpenSSL releases the GIL while it reads the bundle).
+    """
+    global _trusted
+    ctx = _client_context()
+    with _ssl_lock:
+        if _trusted:
+            return
+        if os.environ.get("SSL_CERT_FILE"):
+            ctx.load_verify_locations(cafile=os.environ["SSL_CERT_FILE"])
+        elif os.environ.get("SSL_CERT_DIR"):
+            ctx.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+        else:
+            import certifi
+
+            ctx.load_verify_locations(cafile=certifi.where())
+        _trusted = True
+
+
+def _prepare_client() -> None:
+    """What the process's first client would do on the event loop: import httpcore (and trio,
+    where installed: some 100-300 ms) and make the TLS context (`_client_context`)."""
+    import httpcore  # noqa: F401 - httpx imports it at the first client: do it here
+
+    _client_context()
 
 
 def _current(key: object) -> httpx.AsyncClient | None:
@@ -358,8 +404,9 @@ def _current(key: object) -> httpx.AsyncClient | None:
     return client
 
 
-def _new_client(key: object, context: ssl.SSLContext) -> httpx.AsyncClient:
+def _new_client(key: object) -> httpx.AsyncClient:
     limits = shared_limits()
+    context = _client_context()
     client = httpx.AsyncClient(timeout=None, limits=limits, verify=context)
     # Swapped in after construction: httpx ignores HTTP(S)_PROXY for a client given a
     # `transport=`, and the proxy transports it makes from them must stay.
@@ -375,32 +422,33 @@ def _new_client(key: object, context: ssl.SSLContext) -> httpx.AsyncClient:
 def shared_client() -> httpx.AsyncClient:
     """The keep-alive client that calls without `options.client` share on this event loop.
 
-    One per loop (asyncio loop or trio run), made on first use (TLS set-up costs some
-    20 ms, so once, not per call) and closed when the loop ends. Timeouts come with each
-    request, so the client has none of its own. Calls take it through
-    `shared_client_async`, which never does the process's first set-up on the loop; this
-    synchronous form does it in place when nothing did it before.
+    One per loop (asyncio loop or trio run), made on first use and closed when the loop
+    ends. Timeouts come with each request, so the client has none of its own. Calls take it
+    through `shared_client_async`, which loads the TLS trust store off the loop and only
+    for https; this synchronous form loads it in place when nothing did before.
     """
     key = _loop_key()
     client = _current(key)
     if client is None:
-        client = _new_client(key, _ssl_context or _client_setup())
+        client = _new_client(key)
+    if not _trusted:
+        _load_trust()
     return client
 
 
-async def shared_client_async() -> httpx.AsyncClient:
-    """`shared_client()`, with the process's first set-up (TLS context, httpcore import)
-    done in a worker thread, off the event loop."""
+async def shared_client_async(tls: bool = True) -> httpx.AsyncClient:
+    """`shared_client()` for a request that needs TLS (`tls`: an https URL, or a proxy on
+    the way) or not: the trust store is loaded once per process, in a worker thread, before
+    the first request that needs it, and never for `http://` alone. Cancelling the call
+    leaves the loading to finish in its thread."""
     key = _loop_key()
-    client = _current(key)
-    if client is not None:
-        return client
-    context = _ssl_context
-    if context is None:
-        context = await anyio.to_thread.run_sync(_client_setup)
+    if _ssl_context is None:
+        await anyio.to_thread.run_sync(_prepare_client, abandon_on_cancel=True)
+    if tls and not _trusted:
+        await anyio.to_thread.run_sync(_load_trust, abandon_on_cancel=True)
     client = _current(key)  # another call may have made it while this one waited
     if client is None:
-        client = _new_client(key, context)
+        client = _new_client(key)
     return client
 
 
@@ -410,3 +458,115 @@ async def _close_at_loop_end(client: httpx.AsyncClient) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             await client.aclose()
+
+
+# --- the end of a body --------------------------------------------------------------------
+
+_RUN_OUT_STEPS = 256
+"""At most this many reads of what was already received when a body is closed early."""
+
+
+async def close_body(response: httpx.Response | None, chunks: Any) -> None:
+    """Close `response` and the iterator over its body, leaving nothing to the GC.
+
+    httpx and httpcore nest five async generators under `Response.aiter_raw` (one per
+    layer: client, transport, pool, connection, h11 reader). Closing the outer one before
+    the body's end stops only that one: the inner ones stay suspended until the garbage
+    collector finds them, and trio's finalizer warns for each (`ResourceWarning`, or an
+    "Exception ignored" traceback under `-W error`). So the response is closed first (its
+    connection too, when the body was not read to the end), then the chain is run on: the
+    next read fails at once at the bottom, and that failure ends every generator on its way
+    up. The reads run in a cancelled scope, so a body that is not a socket's (a mock's
+    generator that sleeps) ends at its first wait instead of being waited for. An HTTP/2
+    body is only closed: its connection is shared, and a read on it would wait for frames
+    of other streams.
+    """
+    with anyio.CancelScope(shield=True):
+        if response is not None:
+            try:
+                await response.aclose()
+            except Exception:  # a closed client's pool, a custom transport: closed anyway
+                pass
+        if chunks is None:
+            return
+        http2 = response is not None and response.http_version == "HTTP/2"
+        # (A decoded body runs out the raw one under it itself, when closed.)
+        decoded = getattr(chunks, "ag_code", None) is _decoded.__code__
+        if not (http2 or decoded) and getattr(chunks, "ag_frame", True) is not None:
+            with anyio.CancelScope() as reads:
+                reads.cancel()
+                try:
+                    for _ in range(_RUN_OUT_STEPS):
+                        await chunks.__anext__()
+                except Exception:  # StopAsyncIteration, or the closed connection's error
+                    pass
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception:
+                pass
+
+
+def close_soon(response: httpx.Response | None, chunks: Any, loop: object) -> None:
+    """`close_body` for a stream dropped before its end without being closed (from its
+    `__del__`): scheduled on `loop`, the event loop the body was read on (`_loop_key()`),
+    when it runs in this thread, as trio's own finalizer does, so the generators under the
+    body are closed, not left to the garbage collector. Nothing happens elsewhere (another
+    thread, another loop, the interpreter ending)."""
+
+    def spawn() -> None:
+        try:
+            _spawn_detached(lambda: close_body(response, chunks))
+        except Exception:  # the loop is ending
+            pass
+
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        if running is loop:
+            running.call_soon(spawn)
+        return
+    trio: Any = sys.modules.get("trio")
+    if trio is None:
+        return
+    try:
+        token = trio.lowlevel.current_trio_token()
+        if token == loop:
+            token.run_sync_soon(spawn)
+    except Exception:  # not in a trio run, or it has finished
+        pass
+
+
+def drain_later(response: httpx.Response, chunks: Any) -> anyio.Event | None:
+    """Read the rest of a body whose terminal event has come, in a detached task, then close
+    it; the returned event is set when that is done. None: no task could be started (the
+    event loop is ending), and the caller closes the body itself.
+
+    A body that ends within `_DRAIN_LIMIT` bytes and `_DRAIN_TIMEOUT` seconds leaves its
+    connection in the pool for the next call; one that is large or never ends is closed.
+    The caller does not wait: a proxy that sends its `data: [DONE]` a second later, or
+    never, costs it nothing. The task is cancelled (and the body closed) when the event
+    loop ends.
+    """
+    done = anyio.Event()
+
+    async def drain() -> None:
+        try:
+            with anyio.move_on_after(_DRAIN_TIMEOUT):
+                left = _DRAIN_LIMIT
+                while left >= 0:
+                    left -= len(await chunks.__anext__())
+        except Exception:  # StopAsyncIteration at the body's end, or a failed read
+            pass
+        finally:
+            await close_body(response, chunks)
+            done.set()
+
+    try:
+        _spawn_detached(drain)
+    except Exception:  # the event loop is shutting down: no new task
+        return None
+    return done

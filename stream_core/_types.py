@@ -7,6 +7,7 @@ round-trips through JSON exactly (`model_dump(mode="json")` then `model_validate
 
 from __future__ import annotations
 
+import sys
 import time
 import typing
 from collections.abc import Iterable, Sequence
@@ -66,7 +67,7 @@ def _now_ms() -> int:
 
 class _Model(BaseModel):
     # Unknown fields are kept so a record written by a newer version survives a round trip.
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 # --- content blocks ---------------------------------------------------------------------
@@ -136,6 +137,8 @@ class UnknownContent(RootModel[dict[str, Any]]):
     Only `load_messages` (or validation with `context=KEEP_UNKNOWN_BLOCKS`) makes one:
     elsewhere an unknown type is an error, so a typo is never silently left out of a request.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     @property
     def type(self) -> str:
@@ -538,12 +541,22 @@ def register_message_role(cls: type[_C]) -> type[_C]:
     return cls
 
 
+def _ready_made_roles() -> dict[str, type[CustomMessage]]:
+    """`_ROLES`, with stream-core's ready-made roles (`_roles`) registered: `import
+    stream_core` does not load that module, so the first lookup does."""
+    if "stream_core._roles" not in sys.modules:
+        from . import _roles  # noqa: F401 - registers its classes
+
+    return _ROLES
+
+
 def registered_role(role: object) -> type[CustomMessage] | None:
     """The class registered for `role`, or None."""
-    return _ROLES.get(role) if isinstance(role, str) else None
+    return _ready_made_roles().get(role) if isinstance(role, str) else None
 
 
 def _role_list() -> str:
+    _ready_made_roles()
     registered = ", ".join(sorted(_ROLES)) or "none"
     return f"built-in: {', '.join(_BUILTIN_ROLES)}; registered: {registered}"
 
@@ -603,10 +616,12 @@ def total_usage(records: Iterable[object]) -> Usage:
     return total
 
 
-MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(_Tagged)
-MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[_Tagged])
+# Core schemas are built at first use, not at import (most programs validate few of these).
+_DEFERRED = ConfigDict(defer_build=True)
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(_Tagged, config=_DEFERRED)
+MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[_Tagged], config=_DEFERRED)
 _ModelTagged = Annotated[ModelMessage, Field(discriminator="role")]
-MODEL_MESSAGE_ADAPTER: TypeAdapter[ModelMessage] = TypeAdapter(_ModelTagged)
+MODEL_MESSAGE_ADAPTER: TypeAdapter[ModelMessage] = TypeAdapter(_ModelTagged, config=_DEFERRED)
 
 
 def expand_messages(messages: Sequence[Message], where: str = "messages") -> list[ModelMessage]:
@@ -688,7 +703,7 @@ class Context(BaseModel):
     the index."""
 
     # Forbid unknown fields: a typo such as `system=` must fail at the call, naming the field.
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     system_prompt: str | None = None
     messages: list[_Tagged] = Field(default_factory=list)

@@ -94,6 +94,23 @@ def test_stacked_codings_on_a_stream_are_not_decoded(backend: str) -> None:
     assert grew(result) < GROWTH, result
 
 
+@pytest.mark.parametrize(
+    ("case", "api", "kind", "said"),
+    [
+        ("long-line", "anthropic-messages", "protocol", f"over {CAP} bytes"),
+        ("bomb-stream", "ollama-chat", "protocol", f"over {CAP} bytes"),
+        ("bomb-error", "openai-completions", "server", "not decoded"),
+        ("bomb-json", "openai-completions", "protocol", "over 33554432 bytes"),
+    ],
+)
+def test_the_caps_hold_under_trio(case: str, api: str, kind: str, said: str) -> None:
+    """The same bounds with trio's event loop (the probes above run under asyncio, one per
+    API: a subprocess each, some 7 s, so trio gets one of each case, not every API)."""
+    result = probe(case, api, "", "trio")
+    assert result["kind"] == kind and said in result["message"], result
+    assert grew(result) < GROWTH + (32 if case == "bomb-json" else 0), result
+
+
 @pytest.mark.parametrize("api", ["openai-completions", "bedrock-converse-stream"])
 def test_an_error_body_bomb_is_not_decoded(api: str) -> None:
     # 1.8 KB of `gzip, gzip` that inflates to 1 GB: the status decides the kind, the body

@@ -15,30 +15,18 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from pydantic import BaseModel
 from stream_core.contract_tests.kit import BASE_URL, Run, options, run_provider, sse_response
+from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import Context, Model, Tool, UserMessage
 
 API = "anthropic-messages"
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
-    "required": ["city", "temp_c"],
-    "additionalProperties": False,
-}
-ANSWER = {"city": "Paris", "temp_c": 18.5}
 ZOOM = Tool(
     name="zoom",
     description="Zoom in.",
     parameters={"type": "object", "properties": {"factor": {"type": "number"}}},
 )
-
-
-class Weather(BaseModel):
-    city: str
-    temp_c: float
 
 
 def model(model_id: str = "claude-sonnet-4-5-20250929", **overrides: Any) -> Model:

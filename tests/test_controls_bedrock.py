@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from pydantic import BaseModel
 from stream_core.contract_tests.kit import BASE_URL, Run, event_stream_frame, options, run_provider
+from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import (
@@ -29,25 +29,11 @@ from stream_core import (
 )
 
 API = "bedrock-converse-stream"
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
-    "required": ["city", "temp_c"],
-    "additionalProperties": False,
-}
-ANSWER = {"city": "Paris", "temp_c": 18.5}
 LOOKUP = Tool(
     name="lookup",
     description="Look a word up.",
     parameters={"type": "object", "properties": {"word": {"type": "string"}}},
 )
-
-
-class Weather(BaseModel):
-    """The weather in one city."""
-
-    city: str
-    temp_c: float
 
 
 def model(

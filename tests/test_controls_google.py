@@ -15,31 +15,18 @@ import respx
 from pydantic import BaseModel
 from stream_core.contract_tests.kit import Run, contract_model, options, run_provider, sse_response
 from stream_core.providers import google
+from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import Context, Model, StreamOptions, Tool, UserMessage
 from stream_core.provider import CONTROLS
 
 API = "google-generative-ai"
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
-    "required": ["city", "temp_c"],
-    "additionalProperties": False,
-}
-ANSWER = {"city": "Paris", "temp_c": 18.5}
 ZOOM = Tool(
     name="zoom",
     description="Zoom in.",
     parameters={"type": "object", "properties": {"factor": {"type": "integer"}}},
 )
-
-
-class Weather(BaseModel):
-    """The weather in one city."""
-
-    city: str
-    temp_c: float
 
 
 def _model(provider: str = "google", **kw: Any) -> Model:

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from pydantic import BaseModel
 from stream_core.contract_tests.kit import options, sse_response
+from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import Context, Model, Tool, UserMessage
@@ -31,20 +31,6 @@ WEATHER = Tool(
     description="The weather in a city.",
     parameters={"type": "object", "properties": {"city": {"type": "string"}}},
 )
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
-    "required": ["city", "temp_c"],
-    "additionalProperties": False,
-}
-ANSWER = {"city": "Paris", "temp_c": 18.5}
-
-
-class Weather(BaseModel):
-    """The weather in one city."""
-
-    city: str
-    temp_c: float
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:

@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from pydantic import BaseModel
 from stream_core.contract_tests.kit import options
 from stream_core.providers import openai_responses
+from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import AssistantMessage, Context, Model, Tool, UserMessage
@@ -34,21 +34,7 @@ WEATHER = Tool(
 )
 ASK = Context(messages=[UserMessage(content="Weather in Paris?")])
 WITH_TOOLS = Context(messages=[UserMessage(content="Weather in Paris?")], tools=[WEATHER])
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}},
-    "required": ["city", "temp_c"],
-    "additionalProperties": False,
-}
-ANSWER = {"city": "Paris", "temp_c": 18.5}
 ANSWER_TEXT = json.dumps(ANSWER, separators=(",", ":"))
-
-
-class Weather(BaseModel):
-    """The weather in one city."""
-
-    city: str
-    temp_c: float
 
 
 # --- a stream, and what was sent --------------------------------------------------------

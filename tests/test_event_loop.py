@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import ssl
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,14 +114,35 @@ def test_aws_files_are_read_once_and_again_when_they_change(
 
 
 @pytest.mark.anyio
-async def test_the_shared_client_is_set_up_once_per_process_off_the_loop() -> None:
+async def test_the_shared_client_is_set_up_once_per_process_off_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from stream_core import _transport
 
-    client = await _transport.shared_client_async()
-    assert client is await _transport.shared_client_async()
-    assert _transport._ssl_context is not None
-    # Every loop's client verifies with the one context of the process.
+    monkeypatch.setattr(_transport, "_trusted", False)
+    loaded_on: list[object] = []
+    load = _transport._load_trust
+
+    def counting() -> None:
+        loaded_on.append(threading.current_thread())
+        load()
+
+    monkeypatch.setattr(_transport, "_load_trust", counting)
+    # http:// only: no certificate bundle is read.
+    client = await _transport.shared_client_async(tls=False)
+    assert loaded_on == [] and not _transport._trusted
+    # The first https request loads it, in a worker thread, once per process.
+    assert client is await _transport.shared_client_async(tls=True)
+    assert client is await _transport.shared_client_async(tls=True)
+    assert _transport._trusted and len(loaded_on) == 1
+    assert loaded_on[0] is not threading.current_thread()
+    # Every loop's client verifies with the one context of the process, which now trusts
+    # the bundle's authorities.
     transport = client._transport
     assert isinstance(transport, _transport.PoolTransport)
     pool = transport._pool(0)._pool
     assert pool._ssl_context is _transport._ssl_context
+    assert _transport._ssl_context is not None
+    assert _transport._ssl_context.cert_store_stats()["x509_ca"] > 0
+    assert _transport._ssl_context.verify_mode == ssl.CERT_REQUIRED
+    assert _transport._ssl_context.check_hostname

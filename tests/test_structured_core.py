@@ -325,3 +325,15 @@ def test_check_tool_calls_returns_the_errors_in_call_order() -> None:
     assert [r.tool_call_id for r in check_tool_calls(message, [WEATHER_TOOL])] == ["a", "c"]
     message.stop_reason = "length"
     assert [r.tool_call_id for r in check_tool_calls(message, [WEATHER_TOOL])] == ["a", "b", "c"]
+
+
+def test_a_class_schema_is_built_once_and_each_call_gets_its_own_copy() -> None:
+    from stream_core._output import make_output_spec
+
+    class Point(BaseModel):
+        x: int
+
+    first = make_output_spec(Point, "native")
+    first.schema["properties"]["x"]["type"] = "edited by a payload hook"
+    second = make_output_spec(Point, "native")
+    assert second.schema == Point.model_json_schema()

@@ -128,21 +128,7 @@ def _parser() -> argparse.ArgumentParser:
         "(ollama/llama3.2, vllm/..., lmstudio/..., llama.cpp/...), or any OpenAI-compatible "
         "server with --base-url. Keys come from the provider's environment variable.",
     )
-    chat.add_argument("model", metavar="PROVIDER/MODEL", help="e.g. anthropic/claude-sonnet-4-5")
-    chat.add_argument("prompt", help="what to ask")
-    chat.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="send the request here (a gateway, a proxy, a local server) instead of the "
-        "provider's default",
-    )
-    chat.add_argument("--system", help="system prompt")
-    chat.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
-    chat.add_argument(
-        "--reasoning",
-        choices=["minimal", "low", "medium", "high"],
-        help="ask for thinking at this effort (reasoning models)",
-    )
+    _call_arguments(chat)
     serve = sub.add_parser(
         "serve",
         help="serve recordings as a fake vendor on loopback",
@@ -185,20 +171,13 @@ def _parser() -> argparse.ArgumentParser:
         "metadata with `expect` as NAME.json, in the contract fixtures' format. Keys, auth "
         "values, account ids and cookies are scrubbed.",
     )
-    rec.add_argument("model", metavar="PROVIDER/MODEL", help="e.g. anthropic/claude-sonnet-4-5")
-    rec.add_argument("prompt", help="what to ask")
+    _call_arguments(rec)
     rec.add_argument("-o", "--output", required=True, metavar="NAME", help="path without suffix")
-    rec.add_argument("--base-url", metavar="URL", help="send the request here instead")
     rec.add_argument(
         "--api",
         metavar="API",
         help="wire API to record (default: the catalog's for the model), e.g. "
         "openai-responses for an OpenAI model the catalog maps to Chat Completions",
-    )
-    rec.add_argument("--system", help="system prompt")
-    rec.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
-    rec.add_argument(
-        "--reasoning", choices=["minimal", "low", "medium", "high"], help="ask for thinking"
     )
 
     models = sub.add_parser(
@@ -209,6 +188,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     models.add_argument("provider", nargs="?", metavar="PROVIDER", help="only this provider")
     return parser
+
+
+def _call_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `chat` and `record` both take: the model, the prompt and the request's settings."""
+    parser.add_argument("model", metavar="PROVIDER/MODEL", help="e.g. anthropic/claude-sonnet-4-5")
+    parser.add_argument("prompt", help="what to ask")
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="send the request here (a gateway, a proxy, a local server) instead of the "
+        "provider's default",
+    )
+    parser.add_argument("--system", help="system prompt")
+    parser.add_argument("--max-tokens", type=_positive_int, metavar="N", help="output limit")
+    parser.add_argument(
+        "--reasoning",
+        choices=["minimal", "low", "medium", "high"],
+        help="ask for thinking at this effort (reasoning models)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
