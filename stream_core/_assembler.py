@@ -266,6 +266,19 @@ class Assembler:
         arrives after the call started replaces the one we made up. Empty fragments start
         a call but emit no delta (deltas are never empty).
         """
+        o = self._open.get(key)
+        if o is not None and o.kind == _TOOL and not id and not name:
+            # The common fragment: a call already open, nothing but arguments.
+            if not fragment:
+                return
+            if fragment.__class__ is not str:
+                _need_str(fragment, "a tool argument fragment")
+            d = o.block.__dict__
+            buf = d.pop("partial_json")
+            buf += fragment
+            d["partial_json"] = buf
+            self.out.append(MessageUpdate(self.message, ToolCallDelta(o.index, fragment)))
+            return
         if key in self._output_keys:
             if key in self._open:
                 self.text(key, fragment)
