@@ -263,7 +263,11 @@ class NDJSONBytesDecoder:
         tail = lines.pop()
         self._parts = [tail] if tail else []
         self._held = len(tail)
-        out = [self._frame(line) for line in lines if line and not line.isspace()]
+        out: list[Frame] = []
+        for line in lines:  # a loop, not a call per line: this runs once per event
+            if line and not line.isspace():
+                text = line.rstrip(b"\r").decode("utf-8", "replace")
+                out.append(_new_event(Frame, ("", text)))
         if self._held > self.max_event_bytes:
             raise FramingError(f"NDJSON line over {self.max_event_bytes} bytes", out)
         return out
