@@ -290,6 +290,22 @@ class _Lines:
             line = parse_json(data, "line")  # raises, naming the line
         if type(line) is not dict:
             as_object(line, "line")
+        if self.read_message is _chat_message and line.get("done") is False:
+            # The common chat line, text only, read here: three calls fewer per line.
+            message = line.get("message")
+            if (
+                type(message) is dict
+                and "error" not in line
+                and "thinking" not in message
+                and "tool_calls" not in message
+            ):
+                content = message.get("content")
+                if type(content) is str:
+                    if content:
+                        if self.thinking:
+                            self.end_thinking()
+                        self.asm.text(_TEXT, content)
+                    return
         self.read_line(line)
 
     def read_line(self, line: dict[str, Any]) -> None:
