@@ -403,7 +403,8 @@ def _endpoint(
     line with `"done": true`."""
 
     def translator(asm: Assembler) -> Translator:
-        return _Lines(asm, read_message)
+        # A bound method: calling it costs less than an instance's `__call__`.
+        return _Lines(asm, read_message).__call__
 
     def parse_response(asm: Assembler, obj: Any) -> None:
         _Lines(asm, read_message).read_line(as_object(obj, "answer"))
