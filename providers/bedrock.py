@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from pydantic_core import from_json
 
 from stream_core import (
     AssistantMessage,
@@ -471,7 +472,10 @@ def _translator(asm: Assembler) -> Translator:
     def on_event(event: str, data: str) -> None:
         nonlocal stopped
         if event == "contentBlockDelta":
-            obj = parse_json(data, event)
+            try:
+                obj = from_json(data, allow_inf_nan=False)
+            except ValueError:
+                obj = parse_json(data, event)  # raises, naming the event
             if obj.__class__ is dict:
                 # The common case first, in plain reads; anything else takes the checked path.
                 key, delta = obj.get("contentBlockIndex"), obj.get("delta")

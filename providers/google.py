@@ -37,6 +37,7 @@ from json.encoder import encode_basestring as _quote  # a JSON string literal, r
 from typing import Any, TypeVar
 
 import anyio
+from pydantic_core import from_json
 
 from stream_core import (
     AssistantMessage,
@@ -584,7 +585,10 @@ class _Reader:
             _fail(obj)
         if asm.message.response_id is None:
             asm.set_response_id(_field(obj, "responseId", str, where))
-        candidates = _field(obj, "candidates", list, where)
+        # Hot reads are `_field` written out: the helper is called only when the type is off.
+        candidates = obj.get("candidates")
+        if candidates is not None and candidates.__class__ is not list:
+            optional_field(obj, "candidates", list, where)
         if candidates:
             self.candidate(candidates[0], _CANDIDATE)
         else:
@@ -595,7 +599,9 @@ class _Reader:
                 detail = _field(feedback, "blockReasonMessage", str, where + ".promptFeedback")
                 asm.set_stop_reason(reason, detail=detail, rule="content_filter")
                 asm.finished = True
-        usage = _field(obj, "usageMetadata", dict, where)
+        usage = obj.get("usageMetadata")
+        if usage is not None and usage.__class__ is not dict:
+            optional_field(obj, "usageMetadata", dict, where)
         if usage and usage != self.usage:
             self.usage = usage
             _usage(asm, usage, where + ".usageMetadata")
@@ -604,14 +610,20 @@ class _Reader:
         # `where` strings are constants: built per chunk they would cost more than the reads.
         if cand.__class__ is not dict:
             as_object(cand, where)
-        content = _field(cand, "content", dict, where)
-        parts = _field(content, "parts", list, _CONTENT) if content else None
+        content = cand.get("content")
+        if content is not None and content.__class__ is not dict:
+            optional_field(cand, "content", dict, where)
+        parts = content.get("parts") if content else None
+        if parts is not None and parts.__class__ is not list:
+            optional_field(content, "parts", list, _CONTENT)
         if parts:
             for part in parts:
                 if part.__class__ is not dict:
                     as_object(part, _PART)
                 self.part(part)
-        finish = _field(cand, "finishReason", str, where)
+        finish = cand.get("finishReason")
+        if finish is not None and finish.__class__ is not str:
+            optional_field(cand, "finishReason", str, where)
         if finish:
             self.end_call()
             detail = _field(cand, "finishMessage", str, where)
@@ -621,12 +633,20 @@ class _Reader:
     def part(self, part: dict[str, Any]) -> None:
         asm = self.asm
         where = _PART
-        signature = _field(part, "thoughtSignature", str, where) or None
-        text = _field(part, "text", str, where)
+        signature = part.get("thoughtSignature")
+        if signature is not None and signature.__class__ is not str:
+            optional_field(part, "thoughtSignature", str, where)
+        signature = signature or None
+        text = part.get("text")
         if text is not None:
+            if text.__class__ is not str:
+                optional_field(part, "text", str, where)
             if self.streaming is not None:
                 self.end_call()
-            if _field(part, "thought", bool, where):
+            thought = part.get("thought")
+            if thought is not None and thought.__class__ is not bool:
+                optional_field(part, "thought", bool, where)
+            if thought:
                 asm.end(_TEXT)
                 asm.thinking(_THINKING, text)
                 key = _THINKING
@@ -637,8 +657,10 @@ class _Reader:
             if signature:
                 _sign(asm, key, signature)
             return
-        call = _field(part, "functionCall", dict, where)
+        call = part.get("functionCall")
         if call is not None:
+            if call.__class__ is not dict:
+                optional_field(part, "functionCall", dict, where)
             self.function_call(call, signature, _CALL)
         elif part:
             # Server-side tool parts (executableCode, codeExecutionResult, inline data) have
@@ -649,9 +671,16 @@ class _Reader:
 
     def function_call(self, call: dict[str, Any], signature: str | None, where: str) -> None:
         asm = self.asm
-        name = _field(call, "name", str, where)
-        partial = _field(call, "partialArgs", list, where)
-        more = _field(call, "willContinue", bool, where) or False
+        name = call.get("name")
+        if name is not None and name.__class__ is not str:
+            optional_field(call, "name", str, where)
+        partial = call.get("partialArgs")
+        if partial is not None and partial.__class__ is not list:
+            optional_field(call, "partialArgs", list, where)
+        more = call.get("willContinue")
+        if more is not None and more.__class__ is not bool:
+            optional_field(call, "willContinue", bool, where)
+        more = more or False
         key = self.streaming
         # A name starts a new call, unless it repeats the open call's name on a part that
         # carries more of its arguments.
@@ -747,14 +776,23 @@ class _ArgsWriter:
         self.open_string: list[str | int] | None = None
 
     def add(self, asm: Assembler, key: Hashable, piece: dict[str, Any], where: str) -> None:
-        raw_path = _field(piece, "jsonPath", str, where) or ""
+        raw_path = piece.get("jsonPath")
+        if raw_path is not None and raw_path.__class__ is not str:
+            optional_field(piece, "jsonPath", str, where)
+        raw_path = raw_path or ""
         if raw_path != self.raw_path:  # a string in pieces repeats its path
             self.raw_path, self.path = raw_path, _parse_path(raw_path)
         path = self.path
-        more = _field(piece, "willContinue", bool, where) or False
-        if self.open_string is path and "stringValue" in piece:
+        more = piece.get("willContinue")
+        if more is not None and more.__class__ is not bool:
+            optional_field(piece, "willContinue", bool, where)
+        more = more or False
+        value = piece.get("stringValue", piece)  # `piece` itself: the key is absent
+        if self.open_string is path and value is not piece:
             # The common case: one more piece of the string being written.
-            fragment = _quote(_field(piece, "stringValue", str, where) or "")
+            if value is not None and value.__class__ is not str:
+                optional_field(piece, "stringValue", str, where)
+            fragment = _quote(value or "")
             if more:
                 fragment = fragment[1:-1]
             else:
@@ -864,8 +902,11 @@ def _translator(asm: Assembler) -> Translator:
     reader = _Reader(asm)
 
     def on_event(event: str, data: str) -> None:
-        obj = parse_json(data, event or "chunk")
-        if isinstance(obj, dict):
+        try:
+            obj = from_json(data, allow_inf_nan=False)
+        except ValueError:
+            obj = parse_json(data, event or "chunk")  # raises, naming the event
+        if obj.__class__ is dict:
             reader.chunk(obj, event or "chunk")
 
     return on_event

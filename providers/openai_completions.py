@@ -26,6 +26,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from pydantic_core import from_json
+
 from stream_core import (
     AssistantMessage,
     AssistantStream,
@@ -100,6 +102,7 @@ _USAGE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
 # Reasoning text arrives under one of these delta fields; only the first present is used
 # (some servers send the same text under two names).
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_REASONING_SET = frozenset(_REASONING_FIELDS)
 
 # Reasoning signatures a server carries next to that text, and takes back on the assistant
 # message from the same model: OpenRouter's `reasoning_details` (text, summary or encrypted
@@ -478,8 +481,17 @@ def _translator(asm: Assembler) -> Translator:
             asm.finished = True
             return
         where = "chunk" if event in ("", "message") else event  # "message": SSE's default
-        chunk = as_object(parse_json(data, where), where)
-        usage = optional_field(chunk, "usage", dict, where)
+        # Each field is type-checked inline, and the typed helper called only to raise:
+        # a helper call per field would cost more than the rest of the chunk's work.
+        try:
+            chunk = from_json(data, allow_inf_nan=False)
+        except ValueError:
+            chunk = parse_json(data, where)  # raises, naming the event
+        if type(chunk) is not dict:
+            as_object(chunk, where)
+        usage = chunk.get("usage")
+        if usage is not None and type(usage) is not dict:
+            optional_field(chunk, "usage", dict, where)
         if usage is None and "x_groq" in chunk:  # older Groq streams put usage only here
             groq = optional_field(chunk, "x_groq", dict, where) or {}
             usage = optional_field(groq, "usage", dict, where + ".x_groq")
@@ -490,19 +502,36 @@ def _translator(asm: Assembler) -> Translator:
             # Read once: the first chunk names the response and the served model.
             asm.set_response_id(optional_field(chunk, "id", str, where))
             asm.set_response_model(chunk.get("model"))
-        choices = optional_field(chunk, "choices", list, where)
+        choices = chunk.get("choices")
         if choices:
             at = _CHOICE if where == "chunk" else where + ".choices[0]"
-            choice = as_object(choices[0], at)
-            delta = optional_field(choice, "delta", dict, at)
+            if type(choices) is not list:
+                optional_field(chunk, "choices", list, where)
+            choice = choices[0]
+            if type(choice) is not dict:
+                as_object(choice, at)
+            delta = choice.get("delta")
             if delta:
+                if type(delta) is not dict:
+                    optional_field(choice, "delta", dict, at)
                 _delta(asm, delta, last_tool)
-                details.add(delta)
-            finish = optional_field(choice, "finish_reason", str, at)
-            if finish:
-                asm.set_stop_reason(finish)
-            # Moonshot puts it on the choice
-            usage = usage or optional_field(choice, "usage", dict, at)
+                if "reasoning_details" in delta or "thinking_blocks" in delta:
+                    details.add(delta)
+            elif delta is not None and type(delta) is not dict:
+                optional_field(choice, "delta", dict, at)
+            finish = choice.get("finish_reason")
+            if finish is not None:
+                if type(finish) is not str:
+                    optional_field(choice, "finish_reason", str, at)
+                if finish:
+                    asm.set_stop_reason(finish)
+            if not usage:
+                # Moonshot puts it on the choice
+                usage = choice.get("usage")
+                if usage is not None and type(usage) is not dict:
+                    optional_field(choice, "usage", dict, at)
+        elif choices is not None and type(choices) is not list:
+            optional_field(chunk, "choices", list, where)
         if usage:
             _usage(asm, usage)
 
@@ -529,57 +558,80 @@ _THOUGHT_PARTS = "chunk.choices[0].delta.content[].thinking[]"
 
 def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> None:
     # One delta may carry reasoning, text and tool calls together; they go in that order.
-    for name in _REASONING_FIELDS:
-        reasoning = optional_field(delta, name, str, _DELTA)
-        if reasoning:
-            if asm.is_open(_TEXT):
-                asm.end(_TEXT)
-            asm.thinking(_THINKING, reasoning, signature=name)
-            break
+    # Fields are type-checked inline; the typed helpers are called only to raise.
+    if not _REASONING_SET.isdisjoint(delta):
+        for name in _REASONING_FIELDS:
+            reasoning = optional_field(delta, name, str, _DELTA)
+            if reasoning:
+                if asm.is_open(_TEXT):
+                    asm.end(_TEXT)
+                asm.thinking(_THINKING, reasoning, signature=name)
+                break
     content = delta.get("content")
     if content:
-        if type(content) is list:  # Mistral-style typed parts
-            _content_parts(asm, content)
-        else:
+        if type(content) is str:
             if asm.is_open(_THINKING):
                 asm.end(_THINKING)
-            asm.text(_TEXT, required_field(delta, "content", str, _DELTA))
-    refusal = optional_field(delta, "refusal", str, _DELTA)
+            asm.text(_TEXT, content)
+        elif type(content) is list:  # Mistral-style typed parts
+            _content_parts(asm, content)
+        else:
+            required_field(delta, "content", str, _DELTA)
+    refusal = delta.get("refusal")
     if refusal:
+        if type(refusal) is not str:
+            optional_field(delta, "refusal", str, _DELTA)
         # OpenAI puts a refusal in its own field and still says `stop`: kept as text, and
         # the message ends as an error of kind refusal (CONTRACT 3.1).
         asm.text(_TEXT, refusal)
         asm.set_stop_reason(None, detail="refusal", rule="refusal")
-    tool_calls = optional_field(delta, "tool_calls", list, _DELTA)
-    if tool_calls:
-        at = _TOOL_CALLS  # one name for every call: no string built per delta
-        for item in tool_calls:
-            tc = as_object(item, at)
-            index = optional_field(tc, "index", int, at)
-            call_id = optional_field(tc, "id", str, at)
-            if not call_id or call_id == "null":  # placeholder ids some servers send
-                call_id = None
-            key: Hashable
-            if index is not None:
-                key = ("tool", index)
-            elif call_id is not None:
-                key = ("tool-id", call_id)
-            else:
-                key = last_tool[0]
-            if not asm.is_open(key):
-                # A call begins: the text or reasoning before it is complete.
-                asm.end(_TEXT)
-                asm.end(_THINKING)
-            fn = optional_field(tc, "function", dict, at) or {}
-            args: Any = fn.get("arguments")
-            if type(args) is dict:  # a server sending the arguments as an object
-                args = json.dumps(args, ensure_ascii=False)
-            else:
-                args = optional_field(fn, "arguments", str, at + ".function") or ""
-            asm.tool_call(
-                key, args, id=call_id, name=optional_field(fn, "name", str, at + ".function")
-            )
-            last_tool[0] = key
+    elif refusal is not None and type(refusal) is not str:
+        optional_field(delta, "refusal", str, _DELTA)
+    tool_calls = delta.get("tool_calls")
+    if tool_calls is None:
+        return
+    if type(tool_calls) is not list:
+        optional_field(delta, "tool_calls", list, _DELTA)
+    at = _TOOL_CALLS  # one name for every call: no string built per delta
+    for tc in tool_calls:
+        if type(tc) is not dict:
+            as_object(tc, at)
+        index = tc.get("index")
+        if index is not None and type(index) is not int:
+            optional_field(tc, "index", int, at)
+        call_id = tc.get("id")
+        if call_id is not None and type(call_id) is not str:
+            optional_field(tc, "id", str, at)
+        if not call_id or call_id == "null":  # placeholder ids some servers send
+            call_id = None
+        key: Hashable
+        if index is not None:
+            key = ("tool", index)
+        elif call_id is not None:
+            key = ("tool-id", call_id)
+        else:
+            key = last_tool[0]
+        if not asm.is_open(key):
+            # A call begins: the text or reasoning before it is complete.
+            asm.end(_TEXT)
+            asm.end(_THINKING)
+        fn = tc.get("function")
+        if fn is None:
+            fn = {}
+        elif type(fn) is not dict:
+            optional_field(tc, "function", dict, at)
+        args: Any = fn.get("arguments")
+        if args is None:
+            args = ""
+        elif type(args) is dict:  # a server sending the arguments as an object
+            args = json.dumps(args, ensure_ascii=False)
+        elif type(args) is not str:
+            optional_field(fn, "arguments", str, at + ".function")
+        name = fn.get("name")
+        if name is not None and type(name) is not str:
+            optional_field(fn, "name", str, at + ".function")
+        asm.tool_call(key, args, id=call_id, name=name)
+        last_tool[0] = key
 
 
 class _ReasoningDetails:

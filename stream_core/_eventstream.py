@@ -117,6 +117,8 @@ def _kind(raw: bytes) -> _Kind:
     return _Kind(code, message_type, text)
 
 
+_new_frame = tuple.__new__
+
 # Header bytes -> their reading. A vendor repeats the same few header blocks (one per event
 # type), so each is parsed once per process.
 _KINDS: dict[bytes, _Kind] = {}
@@ -186,7 +188,8 @@ class EventStreamDecoder:
                     if len(kinds) < _KINDS_LIMIT:
                         kinds[raw] = kind
                 data = str(view[body:end], "utf-8", "replace") if end > body else kind.fallback
-                out.append(EventStreamFrame(kind.event, data, kind.message_type))
+                # tuple.__new__: no Python-level call per frame (NamedTuple's own __new__ is one)
+                out.append(_new_frame(EventStreamFrame, (kind.event, data, kind.message_type)))
                 pos += total
                 self._offset = pos
         finally:

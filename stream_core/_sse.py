@@ -1,10 +1,10 @@
 """Bytes to server-sent events, chunk-boundary invariant.
 
 UTF-8 is decoded incrementally (a character split across chunks is kept whole), lines
-split on CR, LF and CRLF only (httpx-sse's line decoder, not `str.splitlines`, which would
-break a JSON string holding U+2028 or U+0085), and fields are read by httpx-sse's
-`SSEDecoder` (comments and `retry:` ignored). An event the body does not finish with a
-blank line is dropped, as the SSE spec says.
+split on CR, LF and CRLF only (as httpx-sse splits them, not `str.splitlines`, which would
+break a JSON string holding U+2028 or U+0085), and fields are read as httpx-sse's
+`SSEDecoder` reads them (comments ignored), in one loop per chunk. An event the body does
+not finish with a blank line is dropped, as the SSE spec says.
 
 Every decoder here holds at most `max_event_bytes` of an unfinished line, event or frame
 (`StreamOptions.max_event_bytes`, set by the stream): past it, `FramingError("... over N
@@ -15,16 +15,15 @@ without limit. The check is a running count, so reaching the cap costs linear ti
 from __future__ import annotations
 
 import codecs
+import json
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from httpx_sse import ServerSentEvent
-from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 from pydantic_core import from_json
 
 from ._errors import ProtocolError
 
-__all__ = ["Decoder", "Frame", "NDJSONBytesDecoder", "SSEBytesDecoder"]
+__all__ = ["Decoder", "Frame", "NDJSONBytesDecoder", "SSEBytesDecoder", "SSEEvent"]
 
 
 class _Event(Protocol):
@@ -62,18 +61,41 @@ class FramingError(ProtocolError):
         self.frames = frames
 
 
+class SSEEvent(NamedTuple):
+    """One server-sent event: its name (`message` when the event named none), its data
+    lines joined by LF, and the last event id and `retry` seen, as in httpx-sse's
+    `ServerSentEvent` (a tuple: built and read without a Python-level call per event)."""
+
+    event: str
+    data: str
+    id: str = ""
+    retry: int | None = None
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+_new_event = tuple.__new__
+
+
 class SSEBytesDecoder:
     """Bytes to server-sent events (`text/event-stream`), the default `WireAPI.decoder`.
 
     The result is the same however the body is chunked: a UTF-8 character or a line split
-    across chunks is kept whole, and a leading byte-order mark is dropped.
+    across chunks is kept whole, and a leading byte-order mark is dropped. Lines and fields
+    are read as httpx-sse reads them (`SSELineDecoder` and `SSEDecoder`), in one loop per
+    chunk rather than one call per line.
     """
 
     __slots__ = (
+        "_cr",
+        "_data",
+        "_event",
         "_event_size",
-        "_events",
         "_held",
-        "_lines",
+        "_id",
+        "_parts",
+        "_retry",
         "_started",
         "_text",
         "max_event_bytes",
@@ -81,18 +103,25 @@ class SSEBytesDecoder:
     media_types: tuple[str, ...] = ("text/event-stream",)
 
     def __init__(self) -> None:
-        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._lines = SSELineDecoder()
-        self._events = SSEDecoder()
+        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        self._parts: list[str] = []
+        """The unfinished line, as the pieces that arrived (joined once, when it ends)."""
+        self._cr = False
+        """The text so far ended with a CR: the next text's LF, if it starts with one,
+        belongs to the same line end."""
+        self._event = ""
+        self._data: list[str] = []
+        self._id = ""
+        self._retry: int | None = None
         self._started = False
         self._held = 0
-        """Characters of the unfinished line held by `_lines`."""
+        """Characters of the unfinished line held in `_parts`."""
         self._event_size = 0
         """Characters of the lines of the event not yet dispatched."""
         self.max_event_bytes = DEFAULT_MAX_EVENT_BYTES
 
-    def decode(self, chunk: bytes) -> list[ServerSentEvent]:
-        text = self._text.decode(chunk)
+    def decode(self, chunk: bytes) -> list[SSEEvent]:
+        text = self._text(chunk)
         if not text:
             return []
         if not self._started:
@@ -101,40 +130,89 @@ class SSEBytesDecoder:
                 text = text[1:]
                 if not text:
                     return []
-        lines = self._lines.decode(text)
-        if lines:
-            held = self._lines.buffer
-            self._held = len(held[0]) if held else 0
-        else:
-            self._held += len(text)
+        lines = self._split(text)
+        if not lines:
+            if self._held > self.max_event_bytes:
+                raise FramingError(f"SSE line over {self.max_event_bytes} bytes")
+            return []
         out = self._feed(lines)
         if self._held > self.max_event_bytes:
             raise FramingError(f"SSE line over {self.max_event_bytes} bytes", out)
         return out
 
-    def flush(self) -> list[ServerSentEvent]:
-        tail = self._text.decode(b"", final=True)
-        lines = self._lines.decode(tail) if tail else []
-        if self._lines.trailing_cr:
+    def flush(self) -> list[SSEEvent]:
+        tail = self._text(b"", final=True)
+        lines = self._split(tail) if tail else []
+        if self._cr:
             # A held CR ends its line; an unterminated line is dropped with its event.
-            lines += self._lines.flush()
+            lines.append("".join(self._parts))
+            self._parts, self._held, self._cr = [], 0, False
         return self._feed(lines)
 
-    def _feed(self, lines: list[str]) -> list[ServerSentEvent]:
-        decode = self._events.decode
-        out: list[ServerSentEvent] = []
+    def _split(self, text: str) -> list[str]:
+        """The lines `text` completes (CR, LF and CRLF end a line; nothing else does)."""
+        if self._cr:
+            text = "\r" + text
+            self._cr = False
+        if "\r" in text:
+            if text[-1] == "\r":
+                self._cr = True
+                text = text[:-1]
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        tail = lines.pop()
+        parts = self._parts
+        if not lines:
+            if tail:
+                parts.append(tail)
+                self._held += len(tail)
+            return lines
+        if parts:
+            parts.append(lines[0])
+            lines[0] = "".join(parts)
+        if tail:
+            self._parts, self._held = [tail], len(tail)
+        elif parts:
+            self._parts, self._held = [], 0
+        return lines
+
+    def _feed(self, lines: list[str]) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        cap = self.max_event_bytes
         size = self._event_size
-        for line in lines:
-            if line:
-                size += len(line)
-                if size > self.max_event_bytes:
-                    raise FramingError(f"SSE event over {self.max_event_bytes} bytes", out)
-            else:
-                size = 0  # a blank line ends the event, dispatched or not
-            sse = decode(line)
-            if sse is not None:
-                out.append(sse)
-        self._event_size = size
+        event, data, last_id, retry = self._event, self._data, self._id, self._retry
+        try:
+            for line in lines:
+                if line:
+                    size += len(line)
+                    if size > cap:
+                        raise FramingError(f"SSE event over {cap} bytes", out)
+                    name, _, value = line.partition(":")
+                    if value[:1] == " ":
+                        value = value[1:]
+                    if name == "data":
+                        data.append(value)
+                    elif name == "event":
+                        event = value
+                    elif name == "id":
+                        if "\0" not in value:
+                            last_id = value
+                    elif name == "retry":
+                        try:
+                            retry = int(value)
+                        except ValueError:
+                            pass
+                    # Other fields, and comments (an empty name), are ignored.
+                else:
+                    size = 0  # a blank line ends the event, dispatched or not
+                    if data or event or last_id or retry is not None:
+                        item = (event or "message", "\n".join(data), last_id, retry)
+                        out.append(_new_event(SSEEvent, item))
+                        event, retry = "", None
+                        data.clear()
+        finally:
+            self._event_size = size
+            self._event, self._id, self._retry = event, last_id, retry
         return out
 
 
@@ -185,7 +263,11 @@ class NDJSONBytesDecoder:
         tail = lines.pop()
         self._parts = [tail] if tail else []
         self._held = len(tail)
-        out = [self._frame(line) for line in lines if line and not line.isspace()]
+        out: list[Frame] = []
+        for line in lines:  # a loop, not a call per line: this runs once per event
+            if line and not line.isspace():
+                text = line.rstrip(b"\r").decode("utf-8", "replace")
+                out.append(_new_event(Frame, ("", text)))
         if self._held > self.max_event_bytes:
             raise FramingError(f"NDJSON line over {self.max_event_bytes} bytes", out)
         return out

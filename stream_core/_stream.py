@@ -229,9 +229,11 @@ class AssistantStream:
                 self._span = otel.start_span(self._model, self._options)
             return
         try:
-            if self._cancel_requested():
+            # `_cancel_requested()` and `_overdue()` written out: this runs once per chunk.
+            cancel = self._options.cancel
+            if cancel is not None and cancel.is_set():
                 raise _Aborted
-            if self._overdue():
+            if self._deadline is not None and self._overdue():
                 raise StreamFailure(self._total_timeout_error())
             if self._state == _CONNECT:
                 await self._connect()

@@ -8,6 +8,7 @@ hold U+2028, U+0085 and friends, which are not line ends in SSE.
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -212,3 +213,76 @@ def test_blocks_without_data_produce_nothing_through_a_provider(noise: bytes) ->
         return run.message.text(), None if error is None else error.message
 
     assert anyio.run(main) == ("hello", None)
+
+
+def _httpx_sse_events(chunks: Sequence[bytes]) -> list[tuple[str, str, str, int | None]]:
+    """The events httpx-sse's own line and field decoders give for the same bytes."""
+    from httpx_sse._decoders import SSEDecoder, SSELineDecoder
+
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    lines, fields = SSELineDecoder(), SSEDecoder()
+    out, started = [], False
+
+    def feed(new: list[str]) -> None:
+        for line in new:
+            sse = fields.decode(line)
+            if sse is not None:
+                out.append((sse.event, sse.data, sse.id, sse.retry))
+
+    for chunk in chunks:
+        piece = text.decode(chunk)
+        if piece and not started:
+            started, piece = True, piece.removeprefix("\ufeff")
+        if piece:
+            feed(lines.decode(piece))
+    tail = text.decode(b"", final=True)
+    rest = lines.decode(tail) if tail else []
+    if lines.trailing_cr:
+        rest += lines.flush()
+    feed(rest)
+    return out
+
+
+# Pieces that exercise every field, line end and edge: ids with NUL, retry that is no
+# number, a field with no colon, CR held across chunks, a BOM, cut UTF-8.
+RAW = st.lists(
+    st.sampled_from(
+        [
+            "data",
+            "event",
+            "id",
+            "retry",
+            "x",
+            ":",
+            " ",
+            "\r",
+            "\n",
+            "\r\n",
+            "\x00",
+            "7",
+            "\ufeff",
+            "é",
+            "data: ",
+            "event: a",
+            "id: 1",
+            "\n\n",
+            "\u2028",
+        ]
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(deadline=None)
+@given(text=RAW, cut=st.integers(0, 4), data=st.data())
+def test_fields_and_lines_are_read_exactly_as_httpx_sse_reads_them(
+    text: str, cut: int, data: st.DataObject
+) -> None:
+    body = text.encode("utf-8")
+    body = body[: len(body) - cut]  # may cut a character or the last line short
+    chunks = data.draw(splits(body))
+
+    decoder = SSEBytesDecoder()
+    got = [e for chunk in chunks for e in decoder.decode(chunk)] + decoder.flush()
+
+    assert [(e.event, e.data, e.id, e.retry) for e in got] == _httpx_sse_events(chunks)
