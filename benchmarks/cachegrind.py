@@ -228,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="valgrind processes at once (counts do not depend on it)")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument("--sides", nargs="+", choices=bench.SIDES, default=list(bench.SIDES),
+                        help="count these sides only (one side prints its counts, no ratio)")
     args = parser.parse_args(argv)
 
     if shutil.which("valgrind") is None:
@@ -254,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                         path.write_bytes(body.data)
                         url = server.base_url(name) if server is not None else None
                         jobs += [Job(provider, kind, side, size, path, body.events, url)
-                                 for side in bench.SIDES]
+                                 for side in bench.SIDES if side in args.sides]
             counts = _run_all(jobs, args.jobs)
         finally:
             if server is not None:
@@ -266,6 +268,13 @@ def main(argv: list[str] | None = None) -> int:
         events = hi.events - lo.events
         return (counts[hi] - counts[lo]) / events, events
 
+    if len(args.sides) == 1:  # one side's counts only, e.g. to re-count stream-core alone
+        for provider in args.providers:
+            for kind in bench.kinds_for(provider, kinds):
+                value, events = per_event(provider, kind, args.sides[0])
+                print(f"{provider:<24} {kind:<5} {args.sides[0]:<12} {value:>10,.0f} "
+                      f"instructions/event ({events} events)")
+        return 0
     rows = []
     for provider in args.providers:
         for kind in bench.kinds_for(provider, kinds):
