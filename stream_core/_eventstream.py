@@ -129,7 +129,7 @@ _KINDS_LIMIT = 256
 class EventStreamDecoder:
     """Body bytes to `EventStreamFrame`s (the `Decoder` protocol of `stream_core._sse`)."""
 
-    __slots__ = ("_buffer", "_error", "_need", "max_event_bytes")
+    __slots__ = ("_buffer", "_error", "_last", "_need", "max_event_bytes")
     media_types: tuple[str, ...] = ("application/vnd.amazon.eventstream",)
 
     def __init__(self) -> None:
@@ -140,6 +140,9 @@ class EventStreamDecoder:
         prelude is read, the whole message (so a large message arriving in many small
         chunks is appended, not re-read, chunk by chunk)."""
         self._error: FramingError | None = None
+        self._last: tuple[bytes, _Kind] = (b"", _Kind("", "", ""))
+        """The last header block read and its reading: a stream repeats one (its delta
+        event's), so comparing to it is cheaper than hashing it for `_KINDS`."""
         self.max_event_bytes = _MAX_MESSAGE
         """Set by the stream from `StreamOptions.max_event_bytes` (the format's own limit,
         16 MiB, holds whatever it says)."""
@@ -163,6 +166,7 @@ class EventStreamDecoder:
         pos, size = 0, len(data)
         crc32, unpack, kinds = zlib.crc32, _PRELUDE_FIELDS.unpack_from, _KINDS
         need = _PRELUDE
+        last_raw, last_kind = self._last
         try:
             while size - pos >= _PRELUDE:
                 total, headers_len, prelude_crc = unpack(data, pos)
@@ -182,13 +186,23 @@ class EventStreamDecoder:
                     raise FramingError("event-stream message CRC mismatch")
                 body = pos + _PRELUDE + headers_len
                 raw = data[pos + _PRELUDE : body]
-                kind = kinds.get(raw)
-                if kind is None:
-                    kind = _kind(raw)
-                    if len(kinds) < _KINDS_LIMIT:
-                        kinds[raw] = kind
-                event, message_type, fallback = kind
-                text = data[body:end].decode("utf-8", "replace") if end > body else fallback
+                if raw == last_raw:
+                    event, message_type, fallback = last_kind
+                else:
+                    kind = kinds.get(raw)
+                    if kind is None:
+                        kind = _kind(raw)
+                        if len(kinds) < _KINDS_LIMIT:
+                            kinds[raw] = kind
+                    self._last = last_raw, last_kind = raw, kind
+                    event, message_type, fallback = kind
+                if end > body:
+                    try:
+                        text = data[body:end].decode()  # no arguments: the fast path
+                    except UnicodeDecodeError:
+                        text = data[body:end].decode("utf-8", "replace")
+                else:
+                    text = fallback
                 # tuple.__new__: no Python-level call per frame (NamedTuple's own __new__ is one)
                 out.append(_new_frame(EventStreamFrame, (event, text, message_type)))
                 pos += total
