@@ -485,9 +485,11 @@ def _translator(asm: Assembler) -> Translator:
                         asm.text(key, text)
                         return
                     tool = delta.get("toolUse")
-                    if tool.__class__ is dict and tool.get("input").__class__ is str:
-                        asm.tool_call(key, tool["input"])
-                        return
+                    if tool.__class__ is dict:
+                        fragment = tool.get("input")
+                        if fragment.__class__ is str:
+                            asm.tool_call(key, fragment)
+                            return
             obj = as_object(obj, event)
             key = required_field(obj, "contentBlockIndex", int, event)
             if key in skipped:

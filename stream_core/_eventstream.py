@@ -12,8 +12,9 @@ past a corrupt prelude no later frame boundary can be trusted, so the stream can
 resync, and every later call fails the same way. A body cut mid-message decodes to the
 whole messages before the cut (the stream then ends as one that stopped early).
 
-Bytes are appended to one buffer and read at an offset; consumed bytes are dropped once
-they are the larger part, so any chunking costs O(body size).
+Whole messages are read in place from the chunk that holds them; the start of a message
+cut by a chunk's end is kept, appended to until the message is whole, then read once, so
+any chunking costs O(body size).
 """
 
 from __future__ import annotations
@@ -128,13 +129,20 @@ _KINDS_LIMIT = 256
 class EventStreamDecoder:
     """Body bytes to `EventStreamFrame`s (the `Decoder` protocol of `stream_core._sse`)."""
 
-    __slots__ = ("_buffer", "_error", "_offset", "max_event_bytes")
+    __slots__ = ("_buffer", "_error", "_last", "_need", "max_event_bytes")
     media_types: tuple[str, ...] = ("application/vnd.amazon.eventstream",)
 
     def __init__(self) -> None:
         self._buffer = bytearray()
-        self._offset = 0
+        """The start of a message cut by a chunk's end (empty between messages)."""
+        self._need = _PRELUDE
+        """Bytes `_buffer` must hold before it is worth reading: a prelude, or once the
+        prelude is read, the whole message (so a large message arriving in many small
+        chunks is appended, not re-read, chunk by chunk)."""
         self._error: FramingError | None = None
+        self._last: tuple[bytes, _Kind] = (b"", _Kind("", "", ""))
+        """The last header block read and its reading: a stream repeats one (its delta
+        event's), so comparing to it is cheaper than hashing it for `_KINDS`."""
         self.max_event_bytes = _MAX_MESSAGE
         """Set by the stream from `StreamOptions.max_event_bytes` (the format's own limit,
         16 MiB, holds whatever it says)."""
@@ -142,32 +150,27 @@ class EventStreamDecoder:
     def decode(self, chunk: bytes) -> list[EventStreamFrame]:
         if self._error is not None:
             raise self._error
-        buf = self._buffer
-        if self._offset and self._offset * 2 >= len(buf):
-            # Drop what was read once it is at least half the buffer: each byte is moved
-            # a bounded number of times, so the cost stays linear in the body.
-            del buf[: self._offset]
-            self._offset = 0
-        buf += chunk
         out: list[EventStreamFrame] = []
-        try:
-            self._read(out)
-        except FramingError as error:
-            # Past a corrupt frame nothing can be trusted: every later call fails too.
-            self._error = FramingError(str(error))
-            error.frames = out
-            raise
-        return out
-
-    def _read(self, out: list[EventStreamFrame]) -> None:
         buf = self._buffer
-        pos, size = self._offset, len(buf)
+        if buf:
+            buf += chunk
+            if len(buf) < self._need:
+                return out
+            data = bytes(buf)  # one copy per cut message; whole ones are read from the chunk
+            buf.clear()
+        else:
+            data = chunk if chunk.__class__ is bytes else bytes(chunk)
+        # One loop, read in place from the chunk (a vendor sends about one message per
+        # chunk): a Python-level call or a memoryview per message costs as much as the
+        # rest of the framing.
+        pos, size = 0, len(data)
         crc32, unpack, kinds = zlib.crc32, _PRELUDE_FIELDS.unpack_from, _KINDS
-        view = memoryview(buf)
+        need = _PRELUDE
+        last_raw, last_kind = self._last
         try:
             while size - pos >= _PRELUDE:
-                total, headers_len, prelude_crc = unpack(buf, pos)
-                if crc32(view[pos : pos + 8]) != prelude_crc:
+                total, headers_len, prelude_crc = unpack(data, pos)
+                if crc32(data[pos : pos + 8]) != prelude_crc:
                     raise FramingError("event-stream prelude CRC mismatch")
                 if not _MIN_MESSAGE <= total <= _MAX_MESSAGE:
                     raise FramingError(f"event-stream message length {total} is impossible")
@@ -176,29 +179,47 @@ class EventStreamDecoder:
                 if headers_len > min(total - _MIN_MESSAGE, _MAX_HEADERS):
                     raise FramingError(f"event-stream headers length {headers_len} is impossible")
                 if size - pos < total:
+                    need = total
                     break
                 end = pos + total - 4
-                if crc32(view[pos:end]) != _U32.unpack_from(buf, end)[0]:
+                if crc32(data[pos:end]) != _U32.unpack_from(data, end)[0]:
                     raise FramingError("event-stream message CRC mismatch")
                 body = pos + _PRELUDE + headers_len
-                raw = bytes(view[pos + _PRELUDE : body])
-                kind = kinds.get(raw)
-                if kind is None:
-                    kind = _kind(raw)
-                    if len(kinds) < _KINDS_LIMIT:
-                        kinds[raw] = kind
-                data = str(view[body:end], "utf-8", "replace") if end > body else kind.fallback
+                raw = data[pos + _PRELUDE : body]
+                if raw == last_raw:
+                    event, message_type, fallback = last_kind
+                else:
+                    kind = kinds.get(raw)
+                    if kind is None:
+                        kind = _kind(raw)
+                        if len(kinds) < _KINDS_LIMIT:
+                            kinds[raw] = kind
+                    self._last = last_raw, last_kind = raw, kind
+                    event, message_type, fallback = kind
+                if end > body:
+                    try:
+                        text = data[body:end].decode()  # no arguments: the fast path
+                    except UnicodeDecodeError:
+                        text = data[body:end].decode("utf-8", "replace")
+                else:
+                    text = fallback
                 # tuple.__new__: no Python-level call per frame (NamedTuple's own __new__ is one)
-                out.append(_new_frame(EventStreamFrame, (kind.event, data, kind.message_type)))
+                out.append(_new_frame(EventStreamFrame, (event, text, message_type)))
                 pos += total
-                self._offset = pos
-        finally:
-            view.release()  # a live view would pin the bytearray's size
+        except FramingError as error:
+            # Past a corrupt frame nothing can be trusted: every later call fails too.
+            self._error = FramingError(str(error))
+            error.frames = out
+            raise
+        if pos < size:
+            buf += memoryview(data)[pos:]
+            self._need = need
+        return out
 
     def flush(self) -> list[EventStreamFrame]:
         if self._error is not None:
             raise self._error
         # A message cut by the end of the body is not a message.
         self._buffer = bytearray()
-        self._offset = 0
+        self._need = _PRELUDE
         return []

@@ -154,3 +154,34 @@ def test_error_messages_carry_their_code_and_text() -> None:
     ((event, data, kind),) = _decode([frame])
     assert (event, kind) == ("InternalFailureException", "error")
     assert json.loads(data) == {"message": 'broke "badly"'}
+
+
+def test_a_large_message_in_small_chunks_is_kept_once_and_read_when_whole() -> None:
+    payload = json.dumps({"delta": {"text": "y" * 200_000}}).encode()
+    frame = event_stream_frame("contentBlockDelta", payload)
+    decoder = EventStreamDecoder()
+    for i in range(0, len(frame) - 1000, 1000):
+        assert decoder.decode(frame[i : i + 1000]) == []
+        assert len(decoder._buffer) <= len(frame)  # the message's bytes, nothing more
+    (got,) = decoder.decode(frame[(len(frame) - 1) // 1000 * 1000 :])
+    assert json.loads(got.data) == json.loads(payload)
+    assert len(decoder._buffer) == 0
+
+
+def test_an_impossible_length_trickled_byte_by_byte_fails_at_the_prelude() -> None:
+    prelude = struct.pack(">II", 17 * 1024 * 1024, 0)
+    head = prelude + struct.pack(">I", zlib.crc32(prelude))
+    decoder = EventStreamDecoder()
+    for byte in head[:-1]:
+        assert decoder.decode(bytes([byte])) == []
+    with pytest.raises(ProtocolError, match="impossible"):
+        decoder.decode(head[-1:])
+
+
+def test_bytearray_and_memoryview_chunks_read_like_bytes() -> None:
+    body = _body([("messageStart", "{}"), ("metadata", '{"usage":{}}')])
+    expected = _decode([body])
+    for chunk in (bytearray(body), memoryview(body)):
+        decoder = EventStreamDecoder()
+        got = decoder.decode(chunk)  # type: ignore[arg-type]
+        assert [(f.event, f.data, f.message_type) for f in got] == expected
