@@ -249,8 +249,11 @@ class PoolTransport(httpx.AsyncBaseTransport):
         self._pools: list[httpx.AsyncHTTPTransport | None] = [None] * count
         self._busy = [0] * count
         self._gate = anyio.Semaphore(limits.max_connections) if limits.max_connections else None
-        self.in_use = 0
+
+    @property
+    def in_use(self) -> int:
         """Requests holding a connection: sent, and their response not yet closed."""
+        return sum(self._busy)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         gate = self._gate
@@ -263,7 +266,6 @@ class PoolTransport(httpx.AsyncBaseTransport):
         index = busy.index(min(busy))
         pool = self._pools[index] or self._pool(index)
         busy[index] += 1
-        self.in_use += 1
         try:
             response = await pool.handle_async_request(request)
         except BaseException:
@@ -292,7 +294,6 @@ class PoolTransport(httpx.AsyncBaseTransport):
 
     def _release(self, index: int) -> None:
         self._busy[index] -= 1
-        self.in_use -= 1
         if self._gate is not None:
             self._gate.release()
 
