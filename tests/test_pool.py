@@ -16,6 +16,7 @@ import httpx
 import pytest
 from anyio.abc import SocketAttribute, SocketStream
 from stream_core.contract_tests.kit import options, text_case
+from threaded_loopback import read_request
 
 import stream_core
 from stream_core import _connections, _transport
@@ -50,17 +51,7 @@ class _Server:
         try:
             async with conn:
                 while True:
-                    while b"\r\n\r\n" not in buf:
-                        buf += await conn.receive()
-                    head, buf = buf.split(b"\r\n\r\n", 1)
-                    length = 0
-                    for line in head.split(b"\r\n")[1:]:
-                        name, _, value = line.partition(b":")
-                        if name.strip().lower() == b"content-length":
-                            length = int(value)
-                    while len(buf) < length:
-                        buf += await conn.receive()
-                    buf = buf[length:]
+                    buf = await read_request(conn, buf)
                     self.requests += 1
                     await conn.send(
                         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"

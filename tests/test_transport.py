@@ -23,6 +23,7 @@ from stream_core.contract_tests.kit import (
     text_case,
     vendor_response,
 )
+from threaded_loopback import read_request
 
 import stream_core
 from stream_core import MessageUpdate, StreamError, TextDelta, ThinkingDelta
@@ -72,17 +73,7 @@ class Loopback:
         async with conn:
             while self.handlers:
                 try:
-                    while b"\r\n\r\n" not in buf:
-                        buf += await conn.receive()
-                    head, buf = buf.split(b"\r\n\r\n", 1)
-                    length = 0
-                    for line in head.split(b"\r\n")[1:]:
-                        name, _, value = line.partition(b":")
-                        if name.strip().lower() == b"content-length":
-                            length = int(value)
-                    while len(buf) < length:
-                        buf += await conn.receive()
-                    buf = buf[length:]
+                    buf = await read_request(conn, buf)
                 except (anyio.EndOfStream, anyio.BrokenResourceError):
                     return
                 handler = self.handlers.pop(0)

@@ -10,11 +10,36 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from anyio.abc import SocketStream
+
 from stream_core import Model
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
 END = b"0\r\n\r\n"
 GUARD = 10.0  # seconds: a guard against hangs, not a timing assertion
+
+
+def content_length(head: bytes) -> int:
+    """The `content-length` of a request head (the lines after the request line), else 0."""
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return length
+
+
+async def read_request(conn: SocketStream, buf: bytes) -> bytes:
+    """Read one request (head and body) from `conn`, `buf` being what was read past the
+    last one; returns what was read past this one. Raises `anyio.EndOfStream` at a close."""
+    while b"\r\n\r\n" not in buf:
+        buf += await conn.receive()
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    length = content_length(head)
+    while len(buf) < length:
+        buf += await conn.receive()
+    return buf[length:]
+
 
 EVENTS = [
     b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1",'
@@ -93,11 +118,7 @@ class Loopback:
                         return
                     buf += data
                 head, buf = buf.split(b"\r\n\r\n", 1)
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
+                length = content_length(head)
                 while len(buf) < length:
                     buf += sock.recv(65536)
                 buf = buf[length:]
