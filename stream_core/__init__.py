@@ -314,9 +314,11 @@ if not TYPE_CHECKING:
             return value
         # Names that moved to the provider door stay reachable here for one release (0.1.x),
         # with a warning naming their new home; 0.2 drops them. mypy points at the new home.
-        if name not in ("__path__", "__file__") and not name.startswith("__"):
-            from . import provider
-
+        if not name.startswith("_"):
+            # Not `from . import provider`: that asks this function for `provider` again.
+            provider = _importlib.import_module(f"{__name__}.provider")
+            if name == "provider":
+                return provider
             if name in provider.__all__:
                 import warnings
 

@@ -91,6 +91,25 @@ def test_import_loads_only_what_is_used() -> None:
     assert out.strip() == "[] ['stream_core.providers.anthropic']", out
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from stream_core import provider; print(provider.__name__)",
+        "import stream_core; print(stream_core.provider.__name__)",
+        "import stream_core; print(hasattr(stream_core, 'no_such_name'))",
+        "import stream_core; from stream_core import _cost; print(_cost.__name__)",
+    ],
+)
+def test_the_package_door_answers_in_a_fresh_interpreter(code: str) -> None:
+    # Each spelling once looped in the lazy `__getattr__` (RecursionError) when nothing
+    # had imported `stream_core.provider` yet; a test session always had.
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path.cwd()
+    )
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.split()[-1] in ("stream_core.provider", "False", "stream_core._cost")
+
+
 def test_the_builtin_module_table_names_the_module_serving_each_api() -> None:
     served = {}
     for module in provider_modules():
