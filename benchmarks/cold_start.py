@@ -1,6 +1,6 @@
 """Cold start in a real install: import, first call and peak RSS, beside the bare loop.
 
-    python benchmarks/cold_start.py [--venv DIR] [--rebuild] [--size 20000] [--json]
+    python benchmarks/cold_start.py [--venv DIR] [--rebuild] [--size 20000] [--rss-only] [--json]
     python benchmarks/cold_start.py --worker ...   (what the measured processes run)
 
 What a user installs is measured, not the dev venv: `--venv` (default
@@ -126,10 +126,21 @@ def _worker_rss(side: str, provider: str, source: str) -> None:
 
         url, transport = "http://bench/bench", httpx.MockTransport(handler)
 
-    if side == "bare":
+    if side in ("bare", "bare-pydantic"):
         import json as json_
 
         from httpx_sse import EventSource
+
+        if side == "bare-pydantic":
+            # The floor for any library whose messages are pydantic models: pydantic
+            # imported and one model validated (its first schema build), nothing else.
+            from pydantic import BaseModel
+
+            class Message(BaseModel):
+                role: str
+                content: str
+
+            Message.model_validate(_PAYLOAD["messages"][0])
 
         async def main() -> int:
             n = 0
@@ -215,8 +226,8 @@ def instructions(argv: list[str]) -> int:
     raise RuntimeError("no summary line in cachegrind's output")
 
 
-def rss(python: Path, side: str, provider: str, body: Path) -> int:
-    argv = [str(python), __file__, "--worker", "rss", side, provider, str(body)]
+def rss(python: Path, side: str, provider: str, source: str) -> int:
+    argv = [str(python), __file__, "--worker", "rss", side, provider, source]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=_NEUTRAL_DIR)
     return int(json.loads(out.stdout.strip().splitlines()[-1])["rss_kb"])
 
@@ -262,24 +273,36 @@ def measure(python: Path, size: int, use_valgrind: bool) -> dict[str, Any]:
             "setup_plus_first_ratio": calls["stream-core"][1] / calls["bare"][1],
         }
     result["rss"] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, run.Loopback() as server:
         for provider in ("anthropic-messages", "openai-completions"):
             for kind in ("text", "tool"):
                 body = run.make_body(provider, kind, size)
                 path = Path(tmp) / f"{provider}-{kind}.sse"
                 path.write_bytes(body.data)
-                bare_kb = rss(python, "bare", provider, path)
-                core_kb = rss(python, "stream-core", provider, path)
-                result["rss"].append(
-                    {
-                        "provider": provider,
-                        "kind": kind,
-                        "events": body.events,
-                        "bare_kb": bare_kb,
-                        "stream_core_kb": core_kb,
-                        "ratio": core_kb / bare_kb,
-                    }
-                )
+                server.add(f"{provider}-{kind}", body.data)
+                # In-process (the body in memory, 64 KiB chunks), then over the socket (one
+                # HTTP chunk per event, nothing held but what each side keeps).
+                for mode, source in (
+                    ("in-process", str(path)),
+                    ("socket", server.base_url(f"{provider}-{kind}")),
+                ):
+                    bare_kb = rss(python, "bare", provider, source)
+                    floor_kb = rss(python, "bare-pydantic", provider, source)
+                    core_kb = rss(python, "stream-core", provider, source)
+                    result["rss"].append(
+                        {
+                            "provider": provider,
+                            "kind": kind,
+                            "mode": mode,
+                            "events": body.events,
+                            "bare_kb": bare_kb,
+                            "bare_pydantic_kb": floor_kb,
+                            "stream_core_kb": core_kb,
+                            "ratio": core_kb / bare_kb,
+                            "floor_ratio": floor_kb / bare_kb,
+                            "over_floor": core_kb / floor_kb,
+                        }
+                    )
     return result
 
 
@@ -323,12 +346,17 @@ def print_tables(r: dict[str, Any]) -> None:
             f"; whole process (imports + first call) {f['setup_plus_first_ratio']:.2f}x\n"
         )
     print(f"Peak RSS, one {r['size']}-event in-process replay (VmHWM)\n")
-    print("| stream | events | bare MiB | stream-core MiB | ratio |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(
+        "| stream | events | bare MiB | bare + pydantic MiB | stream-core MiB "
+        "| stream-core / bare | bare + pydantic / bare | stream-core / bare + pydantic |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in r["rss"]:
         print(
-            f"| {row['provider']} {row['kind']} | {row['events']} | {row['bare_kb'] / 1024:.1f} "
-            f"| {row['stream_core_kb'] / 1024:.1f} | {row['ratio']:.2f}x |"
+            f"| {row['provider']} {row['kind']}, {row['mode']} | {row['events']} "
+            f"| {row['bare_kb'] / 1024:.1f} "
+            f"| {row['bare_pydantic_kb'] / 1024:.1f} | {row['stream_core_kb'] / 1024:.1f} "
+            f"| {row['ratio']:.2f}x | {row['floor_ratio']:.2f}x | {row['over_floor']:.2f}x |"
         )
     worst = max(row["ratio"] for row in r["rss"])
     print(f"\nRSS target <= {RSS_TARGET}x: {_mark(worst, RSS_TARGET)}")
@@ -341,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", type=Path, help="measure this interpreter (no venv built)")
     parser.add_argument("--size", type=int, default=20000, help="deltas in the RSS replay")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rss-only", action="store_true", help="skip the instruction counts")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -351,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             _worker_rss(*rest)
         return 0
     python = args.python or build_venv(args.venv, args.rebuild)
-    use_valgrind = shutil.which("valgrind") is not None
-    if not use_valgrind:
+    use_valgrind = shutil.which("valgrind") is not None and not args.rss_only
+    if not use_valgrind and not args.rss_only:
         print("valgrind not found: instruction counts skipped", file=sys.stderr)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     result = measure(python, args.size, use_valgrind)

@@ -16,14 +16,13 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from pydantic_core import from_json
 
 from ._errors import KEPT_LIMIT, first_time, quote
-from ._models import Model, ModelPrices
+from ._models import Model, ModelPrices, package_data
 from ._types import Cost, Usage
 
 if TYPE_CHECKING:
@@ -184,7 +183,7 @@ def _table() -> dict[str, _PriceProvider]:
     """The price table's providers by id, in genai-prices' order; read once per process."""
     global _table_cache
     if _table_cache is None:
-        data = resources.files(__package__).joinpath("prices.json").read_bytes()
+        data = package_data("prices.json")
         table: dict[str, _PriceProvider] = {}
         # The generator's layout: after the source line, each provider is a header line
         # ending with `"models":[`, its models one per line (commas between them), then `]}`.
@@ -200,7 +199,7 @@ def _table() -> dict[str, _PriceProvider]:
 
 def prices_source() -> dict[str, str]:
     """Where the price table comes from (genai-prices' version and licence)."""
-    data = resources.files(__package__).joinpath("prices.json").read_bytes()
+    data = package_data("prices.json")
     line = data.split(b"\n", 2)[1].rstrip(b",")
     source: dict[str, str] = from_json(b"{" + line + b"}")["source"]
     return source

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-from importlib import resources
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -99,10 +98,21 @@ _SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 _registered: dict[tuple[str, str], Model] = {}
 
 
+def package_data(name: str) -> bytes:
+    """A data file shipped in this package, read by the package's own loader (zip imports
+    too): `importlib.resources` would load its readers, ~0.4 MB a process keeps."""
+    import pkgutil
+
+    data = pkgutil.get_data(__package__ or "stream_core", name)
+    if data is None:  # only a loader that cannot read files gives None
+        raise FileNotFoundError(f"stream_core/{name}")
+    return data
+
+
 @functools.cache
 def _catalog() -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
     """(provider rows, entries by (provider, id)), parsed once on first use."""
-    data = from_json(resources.files(__package__).joinpath("catalog.json").read_bytes())
+    data = from_json(package_data("catalog.json"))
     providers: dict[str, dict[str, Any]] = data["providers"]
     entries = {(m["provider"], m["id"]): m for m in data["models"]}
     return providers, entries
@@ -110,7 +120,7 @@ def _catalog() -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[st
 
 def catalog_source() -> dict[str, str]:
     """Where the shipped catalog came from (models.dev URL, revision, licence)."""
-    data = from_json(resources.files(__package__).joinpath("catalog.json").read_bytes())
+    data = from_json(package_data("catalog.json"))
     source: dict[str, str] = data["source"]
     return source
 

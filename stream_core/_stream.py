@@ -108,6 +108,45 @@ class AssistantStream:
     as `aborted` if it was still streaming.
     """
 
+    # A gateway holds thousands at once: slots keep each one's state out of a per-instance
+    # dict (1.3 KB a stream). `__dict__` stays, made only when used, so a plugin's subclass
+    # without slots keeps this layout (`stream.__class__ = Subclass` works).
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_asm",
+        "_attempt",
+        "_capped",
+        "_chunks",
+        "_client",
+        "_context",
+        "_deadline",
+        "_decoder",
+        "_framed",
+        "_head",
+        "_loop",
+        "_model",
+        "_no_key",
+        "_options",
+        "_output",
+        "_pricing",
+        "_queue",
+        "_request",
+        "_response",
+        "_scope",
+        "_secrets",
+        "_socket",
+        "_span",
+        "_started",
+        "_state",
+        "_stop_watch",
+        "_translate",
+        "_unframed",
+        "_whole",
+        "_wire",
+        "message",
+    )
+
     def __init__(
         self,
         wire: WireAPI,
