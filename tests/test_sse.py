@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from stream_core.contract_tests.kit import one_byte, run_provider, split_at, sse_response
 
-from stream_core._sse import SSEBytesDecoder
+from stream_core._sse import _PIECE, FramingError, SSEBytesDecoder
 
 # Characters that other line splitters treat as line breaks, and multi-byte UTF-8.
 SPECIAL = [
@@ -147,6 +147,30 @@ def test_a_byte_order_mark_at_the_start_is_ignored(
     body = b"\xef\xbb\xbf" + text.encode("utf-8")
 
     assert decode(data.draw(splits(body))) == expected(evs)
+
+
+@settings(deadline=None)
+@given(case=encoded(), pad=st.integers(min_value=0, max_value=12), pieces=st.integers(1, 3))
+def test_a_chunk_larger_than_a_decoding_piece_gives_exactly_the_events(
+    case: tuple[list[Event], str], pad: int, pieces: int
+) -> None:
+    # A big chunk (an in-process mock's 64 KB) is decoded a piece at a time: a comment sized
+    # so the events' bytes, multi-byte characters and CRLFs included, straddle the pieces.
+    evs, text = case
+    filler = ":" + "x" * (_PIECE * pieces - 2 - pad) + "\n"
+    body = (filler + text).encode("utf-8")
+
+    assert decode([body]) == decode(one_byte(body)) == expected(evs)
+
+
+def test_a_framing_error_in_a_later_piece_keeps_the_events_before_it() -> None:
+    decoder = SSEBytesDecoder()
+    decoder.max_event_bytes = 100
+    good = b"data: 1\n\n" * (2 * _PIECE // 9)
+    with pytest.raises(FramingError) as caught:
+        decoder.decode(good + b"data: " + b"x" * 200 + b"\n\n")
+
+    assert [f.data for f in caught.value.frames] == ["1"] * (2 * _PIECE // 9)
 
 
 def test_bom_inside_the_data_is_kept() -> None:
