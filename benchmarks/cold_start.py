@@ -29,7 +29,11 @@ Three figures, each stream-core's beside the bare loop's, measured in the same r
   one HTTP chunk per event) over `http://`.
 - **peak RSS**: `VmHWM` of a process that imports only what its side uses and replays a
   SIZE-delta text (and tool) body once in-process (an `httpx.MockTransport` serving 64 KiB
-  chunks, as `run.py` does), read from a file.
+  chunks, as `run.py` does, read from a file) and once over the loopback socket
+  (benchmarks/server.py, one HTTP chunk per event). Beside bare and stream-core, "bare +
+  pydantic" is the bare loop in a process that also imports pydantic and validates one
+  model: the floor for any library whose messages are pydantic models. `--rss-only`
+  measures only this.
 
 Needs `uv` (to build the venv) and `valgrind` (without it the instruction figures are
 skipped and only RSS is reported).
