@@ -1,6 +1,9 @@
 """Many streams in one process: stream-core against the bare loop, same client limits.
 
     python benchmarks/scale.py [--counts 1 100 1000 5000] [--events 200] [--json]
+                               [--min-events 20000] [--repeat K]
+                               [--venv DIR [--rebuild] | --python PATH]
+    python benchmarks/scale.py --counts 1 --instructions 1 11
     python benchmarks/scale.py --burst [--calls 1000]
     python benchmarks/scale.py --hostile [--calls 1000]
 
@@ -13,13 +16,33 @@ fresh worker process that opens N concurrent streams at once and reads them to t
 - **stream-core**: `stream_core.stream(...)` with default options (its shared client),
   every event iterated.
 
+Workers import only the standard library and the runtime dependencies (httpx, httpx-sse,
+stream-core and what they import), so they can run in a real install: `--venv DIR` builds
+one the way `cold_start.py` does (`build_venv`: `uv pip install --compile-bytecode` of this
+checkout, no dev group; `--rebuild` after changing stream-core) and runs the workers with
+its interpreter; `--python PATH` runs them with any interpreter; by default they run with
+the driver's. The driver and the server may run in any Python.
+
 Scale (the default): streams of `--events` SSE events (one HTTP chunk each) sent in writes
 of 50 events. The server sends the first write, and the rest (100 ms apart) once every
 stream has had its first event and the worker says so: all N are open at once, each with
-the same bytes received; RSS is read then (per open stream: its rise over the RSS after
-one warm-up call, divided by N), and the worker's CPU time (user + system, from the launch
-to the last stream's end) is divided by the events read. A stream is ok when it ended
-without error with every event read.
+the same bytes received. A worker runs that round R times in a row, R = ceil(`--min-events`
+/ (N * events)) (at least 1; 100 at N = 1, 1 from N = 100 with the defaults), so a (N,
+side) reads at least 20,000 events: one round of one stream is 10-15 ms of CPU, too little
+for process CPU time to compare. Every round is like the first (N launched at once, all open
+before the rest is sent); connections kept alive are reused by the next round, as by the
+warm-up call. RSS is read in the first round (per open stream: its rise over the RSS after
+one warm-up call, divided by N); the worker's CPU time (user + system, from the first
+round's launch to the last round's last end, summed over the rounds) is divided by the
+events read. A stream is ok when it ended without error with every event read.
+`--repeat K` runs K workers per (N, side), the sides alternating, and keeps the one with
+the least CPU per event (a busy machine only adds CPU time); ok counts every run.
+
+`--instructions FEWER MORE`: instead of CPU time, valgrind cachegrind's count of each
+side's worker run for FEWER and for MORE rounds, (I(MORE) - I(FEWER)) / (MORE - FEWER) per
+round, which cancels start-up, imports and the warm-up call: the repeatable figure. A
+third worker ("gate") runs the rounds without streams: the harness's own per-round work
+(the request to `/go`), the same on both sides, shown so it can be taken out.
 
 `--burst`: N calls with default options launched at once, streams of 50 events 100 ms
 apart: failures and the p50/p99 time from the launch to each stream's first event.
