@@ -252,14 +252,17 @@ _found: dict[tuple[str, str, str], _Found | None] = {}
 
 def _genai_model(model: Model) -> _Found | None:
     """The price table's entry for `model`, or None; looked up once per model (misses too)."""
+    key = (model.provider, model.id, model.base_url)
+    try:
+        return _found[key]  # first: parsing the URL costs more than the rest of a lookup
+    except KeyError:
+        pass
     if model.provider not in _GENAI_PROVIDER and _local_host(model.base_url):
         # A server on this machine or network: nobody prices it, so the table is not even
         # read for it.
-        return None
-    key = (model.provider, model.id, model.base_url)
-    if key in _found:
-        return _found[key]
-    found = _lookup(_GENAI_PROVIDER.get(model.provider), model.base_url, model.id)
+        found = None
+    else:
+        found = _lookup(_GENAI_PROVIDER.get(model.provider), model.base_url, model.id)
     if len(_found) < KEPT_LIMIT * 4:  # bounded: models made on the fly are looked up anew
         _found[key] = found
     return found
