@@ -46,9 +46,16 @@ def _best_time(work: Work, size: int, repeat: int = 5) -> float:
 
 
 def growth_ratio(work: Work, size: int = SIZE) -> float:
-    """Time at 2 x `size` over time at `size`: about 2 when linear, 4 when quadratic."""
+    """Time at 2 x `size` over time at `size`: about 2 when linear, 4 when quadratic. A
+    ratio of 3 or more is measured again, twice at most: a busy machine can stall one
+    measurement, while quadratic work gives 4 every time."""
     work(size // 8)()  # warm up
-    return _best_time(work, 2 * size) / max(_best_time(work, size), 1e-9)
+    ratio = float("inf")
+    for _ in range(3):
+        ratio = min(ratio, _best_time(work, 2 * size) / max(_best_time(work, size), 1e-9))
+        if ratio < 3:
+            break
+    return ratio
 
 
 def _chunks(body: bytes) -> list[bytes]:
@@ -121,6 +128,4 @@ def _text_deltas(size: int) -> Callable[[], None]:
 )
 def test_cost_doubles_when_the_input_doubles(work: Work) -> None:
     ratio = growth_ratio(work)
-    if ratio >= 3:  # once more: a busy machine can stall one measurement
-        ratio = growth_ratio(work)
     assert ratio < 3, f"doubling the input multiplied the time by {ratio:.2f} (quadratic?)"
