@@ -32,6 +32,8 @@ import struct
 import sys
 import threading
 
+from server import read_request  # benchmarks/, this script's own folder
+
 _HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
     b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -169,15 +171,7 @@ async def _stream(
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            length = 0
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            await reader.readexactly(length)
-            parts = lines[0].split(" ")[1].strip("/").split("/")
+            parts = (await read_request(reader)).strip("/").split("/")
             if parts[0] == "s" and len(parts) >= 4:
                 hold = len(parts) > 4 and parts[4] == "hold"
                 await _stream(int(parts[1]), int(parts[2]) / 1000, int(parts[3]), hold, writer)

@@ -48,6 +48,20 @@ def frame(data: bytes) -> list[bytes]:
     return [b"".join(chunks[i : i + _BATCH]) for i in range(0, len(chunks), _BATCH)]
 
 
+async def read_request(reader: asyncio.StreamReader) -> str:
+    """The path of the next request on a keep-alive connection; its body is read and
+    dropped. `asyncio.IncompleteReadError` when the client has closed the connection."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return lines[0].split(" ")[1]
+
+
 class Server:
     def __init__(self, folder: Path, idle: float) -> None:
         self.folder = folder
@@ -76,16 +90,9 @@ class Server:
         loop = asyncio.get_running_loop()
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
+                path = await read_request(reader)
                 self.last = loop.time()
-                lines = head.decode("latin-1").split("\r\n")
-                length = 0
-                for line in lines[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                await reader.readexactly(length)
-                found = self.body(lines[0].split(" ")[1])
+                found = self.body(path)
                 if found is None:
                     writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
                     continue
