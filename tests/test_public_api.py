@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gc
 import importlib
 import inspect
@@ -471,3 +472,22 @@ def test_a_finished_stream_leaves_no_abandoned_generator(backend: str) -> None:
     # httpx's body generators nest (aiter_raw over the client's, the transport's, ...):
     # none is left to trio's finalizer, ours or httpx's (see tests/test_body_hygiene.py).
     assert abandoned == []
+
+
+def test_the_lazy_table_names_what_type_checkers_see() -> None:
+    # `stream_core/__init__.py` lists each public name three times: imports for type
+    # checkers, the lazy table the runtime reads, `__all__`. They must agree name for name
+    # and module for module, or mypy and the running program disagree about the package.
+    tree = ast.parse(Path(stream_core.__file__).read_text())
+    checked = {
+        (node.module, alias.name)
+        for block in tree.body
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    lazy = {(module, name) for module, names in stream_core._LAZY.items() for name in names}
+
+    assert {(m.lstrip("."), n) for m, n in checked} == lazy
+    assert {name for _, name in lazy} == set(stream_core.__all__) - {"__version__"}
