@@ -79,6 +79,7 @@ from stream_core.provider import (
     prepare_messages,
     refuse_forced_tool,
     required_field,
+    setting_in_url,
 )
 
 from . import _aws
@@ -188,17 +189,19 @@ def stream(
 
 
 def region(model: Model, options: StreamOptions) -> str:
-    """The AWS region of a call (module docstring)."""
+    """The AWS region of a call (module docstring), checked to be one plain name (a region
+    such as `x.evil.example:1/#` would move the request and its credential to another
+    host): anything else raises at `stream()`, naming where it came from."""
     explicit = options.extra.get("region")
-    if isinstance(explicit, str) and explicit:
-        return explicit
-    found = (
-        os.environ.get("AWS_REGION")
-        or os.environ.get("AWS_DEFAULT_REGION")
-        or _aws.profile_region(_profile(options))
-    )
-    if found:
-        return found
+    if explicit is not None and explicit != "":
+        return setting_in_url(explicit, 'StreamOptions.extra["region"]')
+    for env in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        found = os.environ.get(env, "").strip()
+        if found:
+            return setting_in_url(found, f"{env} (from the environment)")
+    profile = _aws.profile_region(_profile(options))
+    if profile:
+        return setting_in_url(profile, "the AWS profile's region (~/.aws/config)")
     match = _ENDPOINT.match(httpx.URL(model.base_url).host)
     return match.group(2) if match else _DEFAULT_REGION
 

@@ -70,6 +70,7 @@ from stream_core.provider import (
     output_spec,
     parse_json,
     prepare_messages,
+    setting_in_url,
 )
 
 API = "google-generative-ai"
@@ -230,27 +231,47 @@ def _thinking_config(model: Model, options: StreamOptions) -> dict[str, Any]:
 
 def _base_url(model: Model, options: StreamOptions) -> str:
     """The Gemini API base as given. For Vertex AI, `VERTEX_BASE_URL`'s placeholders are
-    filled from the project and location (a base URL without them is used as it is)."""
+    filled from the project and location (a base URL without them is used as it is); each
+    must be a plain name, and with no project (and no express-mode key) the call raises at
+    `stream()` naming the settings: a template is never sent as it is."""
     if model.provider != VERTEX or "{" not in model.base_url:
         return model.base_url
     env = os.environ
-    project = model.compat.get("project") or env.get("GOOGLE_CLOUD_PROJECT")
-    project = project or env.get("GCLOUD_PROJECT")
-    location = model.compat.get("location") or env.get("GOOGLE_CLOUD_LOCATION") or "global"
+    project = _vertex_setting(
+        ("project", model.compat.get("project")),
+        ("GOOGLE_CLOUD_PROJECT", env.get("GOOGLE_CLOUD_PROJECT")),
+        ("GCLOUD_PROJECT", env.get("GCLOUD_PROJECT")),
+        part="path",
+    )
+    location = _vertex_setting(
+        ("location", model.compat.get("location")),
+        ("GOOGLE_CLOUD_LOCATION", env.get("GOOGLE_CLOUD_LOCATION")),
+        part="host",
+    )
+    location = location or "global"
     host = "aiplatform.googleapis.com"
     if location != "global":
         host = f"{location}-{host}"
     if not project:
         if _vertex_key(options):
             return f"https://{host}/v1/publishers/google"  # express mode: the key names it
-        raise StreamFailure(
-            StreamError(
-                kind="auth",
-                message="Vertex AI needs a project: set GOOGLE_CLOUD_PROJECT or "
-                'Model.compat["project"] (or give an express-mode API key)',
-            )
+        raise ValueError(
+            "model.base_url: Vertex AI needs a project to fill its template: set "
+            'GOOGLE_CLOUD_PROJECT or Model.compat["project"] (or give an express-mode '
+            f"API key in {_VERTEX_KEY_ENV})"
         )
     return model.base_url.format(host=host, project=project, location=location)
+
+
+def _vertex_setting(*found: tuple[str, object], part: str) -> str | None:
+    """The first setting given, checked as one host label or path segment, naming where it
+    came from when it is not one (a location like `x.evil.example/#` would move the host)."""
+    for name, value in found:
+        if value is None or value == "" or (isinstance(value, str) and not value.strip()):
+            continue
+        where = f'Model.compat["{name}"]' if name.islower() else f"{name} (from the environment)"
+        return setting_in_url(value, where, part=part)
+    return None
 
 
 def _vertex_key(options: StreamOptions) -> str | None:

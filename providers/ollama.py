@@ -53,6 +53,7 @@ from stream_core.provider import (
     WireAPI,
     WireRequest,
     as_object,
+    base_url_problem,
     copy_controls,
     error_from_vendor,
     function_tools,
@@ -119,6 +120,11 @@ def base_url(model: Model) -> str:
     host = os.environ.get("OLLAMA_HOST", "").strip()
     if host and url == DEFAULT_BASE_URL:
         url = host if "://" in host else f"http://{host}"
+        # `unix://`, `file://` or a CR/LF would not reach a server (or would split the
+        # request): the variable is named at `stream()` rather than ending `network`.
+        problem = base_url_problem(url)
+        if problem is not None:
+            raise ValueError(f"OLLAMA_HOST (from the environment): {problem}")
     return url.rstrip("/")
 
 

@@ -66,6 +66,8 @@ from stream_core.provider import (
     vendor_error_fields,
 )
 
+from ._azure import azure_base_url, is_azure
+
 API = "openai-completions"
 
 _STOP_REASONS: dict[str, StopRule] = {
@@ -339,7 +341,8 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["reasoning_effort"] = options.reasoning
     if options.session_id and compat is COMPAT.get("openai"):
         payload["prompt_cache_key"] = options.session_id
-    return WireRequest(url=model.base_url.rstrip("/") + "/chat/completions", payload=payload)
+    base = azure_base_url(model) if is_azure(model) else model.base_url.rstrip("/")
+    return WireRequest(url=base + "/chat/completions", payload=payload)
 
 
 def _convert_messages(model: Model, context: Context, compat: Compat) -> list[dict[str, Any]]:

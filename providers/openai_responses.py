@@ -83,6 +83,8 @@ from stream_core.provider import (
     vendor_error_fields,
 )
 
+from ._azure import azure_base_url, is_azure
+
 API = "openai-responses"
 
 # `response.status`, or for an incomplete response its `incomplete_details.reason`
@@ -134,9 +136,6 @@ _KEY_ENV: dict[str, str] = {
     "groq": "GROQ_API_KEY",
 }
 
-_AZURE_HOST = ".openai.azure.com"
-_AZURE_RESOURCE = "RESOURCE"
-"""Placeholder host label in a catalog Azure base URL, replaced from the environment."""
 _AZURE_CLASSIC_VERSION = "2025-04-01-preview"
 """`api-version` for a classic `.../openai` base URL (the `/openai/v1` API needs none)."""
 
@@ -166,16 +165,12 @@ def stream(
     return WIRE.open(model, context, options)
 
 
-def _is_azure(model: Model) -> bool:
-    return model.provider == "azure-openai" or _AZURE_HOST in model.base_url
-
-
 # --- request ------------------------------------------------------------------------------
 
 
 def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
     extra = options.extra
-    azure = _is_azure(model)
+    azure = is_azure(model)
     payload: dict[str, Any] = {
         "model": (extra.get("deployment") or model.compat.get("deployment") or model.id)
         if azure
@@ -243,20 +238,8 @@ def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:
 def _url(model: Model, options: StreamOptions) -> str:
     base = model.base_url.rstrip("/")
     version = options.extra.get("api_version") or model.compat.get("api_version")
-    if _is_azure(model):
-        if f"//{_AZURE_RESOURCE}." in base:
-            resource = os.environ.get("AZURE_OPENAI_RESOURCE_NAME")
-            base = os.environ.get("AZURE_OPENAI_BASE_URL", "").rstrip("/") or (
-                base.replace(f"//{_AZURE_RESOURCE}.", f"//{resource}.") if resource else ""
-            )
-            if not base:
-                raise StreamFailure(
-                    StreamError(
-                        kind="invalid_request",
-                        message="no Azure OpenAI endpoint: set AZURE_OPENAI_RESOURCE_NAME or "
-                        "AZURE_OPENAI_BASE_URL, or give the model its base_url",
-                    )
-                )
+    if is_azure(model):
+        base = azure_base_url(model)
         version = version or os.environ.get("AZURE_OPENAI_API_VERSION")
         if not version and not base.endswith("/v1"):
             version = _AZURE_CLASSIC_VERSION
@@ -653,7 +636,7 @@ def _terminal(items: _Items, response: dict[str, Any], kind: str) -> None:
         # Not in the schema: a record of the tier billed (flex and priority change prices).
         asm.message.service_tier = tier  # type: ignore[attr-defined]
         factor = _TIER_PRICE_FACTORS.get(tier)
-        if factor is not None and not _is_azure(asm.model):
+        if factor is not None and not is_azure(asm.model):
             # The cost is computed from the assembler's model: give it the tier's prices.
             prices = asm.model.prices
             scaled = {k: v * factor for k, v in prices.model_dump().items() if v is not None}
@@ -748,7 +731,7 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
 
 
 def _auth_headers(model: Model, key: str) -> dict[str, str]:
-    if _is_azure(model):
+    if is_azure(model):
         return {"api-key": key}
     return {"authorization": f"Bearer {key}"}
 
@@ -756,7 +739,7 @@ def _auth_headers(model: Model, key: str) -> dict[str, str]:
 def _key_env(model: Model) -> str:
     env = _KEY_ENV.get(model.provider)
     if env is None:
-        if _is_azure(model):
+        if is_azure(model):
             return _KEY_ENV["azure-openai"]
         if "api.openai.com" in model.base_url:
             return _KEY_ENV["openai"]
@@ -766,7 +749,7 @@ def _key_env(model: Model) -> str:
 
 def _key_required(model: Model) -> bool:
     # Local servers (vLLM, LM Studio, Ollama) serve /v1/responses without a key.
-    return model.provider in _KEY_ENV or _is_azure(model) or "api.openai.com" in model.base_url
+    return model.provider in _KEY_ENV or is_azure(model) or "api.openai.com" in model.base_url
 
 
 @dataclass(frozen=True)

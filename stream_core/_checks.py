@@ -17,6 +17,8 @@ __all__ = [
     "header_problem",
     "image_problem",
     "key_problem",
+    "placeholder_problem",
+    "setting_in_url",
     "tool_name_problem",
 ]
 
@@ -28,6 +30,15 @@ TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 """The tool names every vendor takes (OpenAI's and Anthropic's rule; Gemini and Bedrock
 take a subset of the rest, but these all pass everywhere)."""
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+# One DNS label: what a setting that becomes part of a host (an Azure resource, an AWS
+# region, a Vertex location) may be. Anything else could move the host.
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+# One path segment (a Vertex project, `example.com:my-project` included): no `/`, `?`,
+# `#`, `%` or `..` that would move the request elsewhere on the host.
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+PLACEHOLDER_HOSTS = frozenset({"resource.openai.azure.com"})
+"""Hosts of catalog base-URL templates whose placeholder was never filled (Azure's
+`RESOURCE`); a `{...}` in a host is one too."""
 _CHAR_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a space"}
 
 
@@ -60,6 +71,40 @@ def header_problem(name: str, value: str, *, secret: bool) -> str | None:
             f"header {name!r}: its value{shown} contains {_describe(found.group())} at "
             f"position {found.start()} (only visible ASCII, spaces and tabs are allowed)"
         )
+    return None
+
+
+def setting_in_url(value: object, setting: str, *, part: str = "host") -> str:
+    """`value`, a setting that a provider puts into a request URL's host (`part="host"`: one
+    DNS label, e.g. an AWS region) or path (`part="path"`: one segment, e.g. a Vertex
+    project), stripped; anything else raises `ValueError` naming `setting`, so a value can
+    never move the request, and the credential it carries, to another host or path."""
+    text = value.strip() if isinstance(value, str) else value
+    pattern = _LABEL if part == "host" else _SEGMENT
+    if isinstance(text, str) and pattern.fullmatch(text) and ".." not in text:
+        return text
+    what = (
+        "one DNS label (letters, digits and inner hyphens)"
+        if part == "host"
+        else "one URL path segment (letters, digits, '.', '_', ':' and '-')"
+    )
+    shown = (
+        repr(text[:60]) + ("..." if len(text) > 60 else "")
+        if isinstance(text, str)
+        else (f"a {type(text).__name__}")
+    )
+    raise ValueError(f"{setting}: {shown} is not a plain name: it must be {what}")
+
+
+def placeholder_problem(url: str) -> str | None:
+    """A request URL whose host is still a catalog template's placeholder (nobody's host):
+    the reason, else None. The pipeline's last check before a credential is attached."""
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return None  # not a URL at all: the transport refuses it
+    if host in PLACEHOLDER_HOSTS or "{" in host or "}" in host or "%7b" in host:
+        return f"its host {host!r} is a template's placeholder, not a configured endpoint"
     return None
 
 

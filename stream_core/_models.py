@@ -237,7 +237,12 @@ def ollama_host() -> str:
     if port is None and not sep:
         port = "11434"  # a bare host is Ollama's port; a URL's scheme says its own
     url = f"{scheme}://{host}" + (f":{port}" if port else "")
-    return f"{url}/{path}" if slash and path else url
+    url = f"{url}/{path}" if slash and path else url
+    # `unix://`, `file://`, a CR or LF: named here, not a `network` error at the first call.
+    problem = base_url_problem(url)
+    if problem is not None:
+        raise ValueError(f"OLLAMA_HOST (from the environment): {problem}")
+    return url
 
 
 def _local(provider: str, model_id: str, api: str | None) -> Model | None:

@@ -53,6 +53,7 @@ import httpx
 from pydantic_core import from_json
 
 from ._assembler import Assembler
+from ._checks import placeholder_problem
 from ._cost import cost_context
 from ._error_text import (
     _ERROR_BODY_LIMIT,
@@ -352,6 +353,15 @@ class AssistantStream:
         if api_key is None and env:
             api_key = api_key_from_env(env)
         req = wire.build_request(model, self._context, opts)
+        unfilled = placeholder_problem(req.url)
+        if unfilled is not None:
+            # The last check before a credential is attached: never to nobody's host.
+            raise ValueError(
+                f"model.base_url: the request would go to {req.url.split('?')[0][:120]!r}, "
+                f"but {unfilled}; configure the endpoint (for Azure OpenAI: "
+                "AZURE_OPENAI_RESOURCE_NAME or AZURE_OPENAI_BASE_URL) or pass "
+                "StreamOptions(base_url=...)"
+            )
         hooked = ""
         if opts.on_payload is not None:
             try:

@@ -27,10 +27,14 @@ shows a plugin needs nothing private. The pieces, by job:
   `WireAPI.controls`), `output_spec` and `OutputSpec` (the call's schema, name and mode),
   `closed_schema` (objects closed, for vendors that demand it), `copy_controls`,
   `refuse_forced_tool`;
+- endpoints: `base_url_problem` (what is wrong with a base URL, if anything) and
+  `setting_in_url` (a setting that becomes part of a request URL, e.g. a
+  region in a host, checked so it cannot move the request elsewhere);
 - registration: `register_provider`, `unregister_providers`, `get_provider`.
 """
 
 from ._assembler import Assembler, StopRule
+from ._checks import base_url_problem, setting_in_url
 from ._cost import CostContext, compute_cost, long_cache_honored
 from ._error_text import vendor_error_fields
 from ._errors import (
@@ -79,6 +83,7 @@ __all__ = [
     "WireAPI",
     "WireRequest",
     "as_object",
+    "base_url_problem",
     "closed_schema",
     "compute_cost",
     "copy_controls",
@@ -99,6 +104,7 @@ __all__ = [
     "register_provider",
     "required_field",
     "sanitize_surrogates",
+    "setting_in_url",
     "unregister_providers",
     "vendor_error_fields",
 ]

@@ -615,16 +615,11 @@ def test_vertex_express_key_and_missing_credentials(monkeypatch: pytest.MonkeyPa
     assert request.headers["x-goog-api-key"] == "AIza-express-key-0001"
     assert "authorization" not in request.headers
 
-    # No key, no project: an auth error event naming what to set, not an exception.
+    # No key, no project: the template cannot be filled, so the call raises naming what to
+    # set (issue 23: a template is filled or refused at `stream()`, never sent).
     monkeypatch.delenv("GOOGLE_CLOUD_API_KEY")
-
-    async def main() -> AssistantMessage:
-        s = stream_core.stream(_vertex(), {"messages": [{"role": "user", "content": "hi"}]})
-        return await s.result()
-
-    message = anyio.run(main)
-    assert message.error is not None and message.error.kind == "auth"
-    assert "GOOGLE_CLOUD_PROJECT" in message.error.message
+    with pytest.raises(ValueError, match="GOOGLE_CLOUD_PROJECT"):
+        stream_core.stream(_vertex(), {"messages": [{"role": "user", "content": "hi"}]})
 
 
 def test_a_streamed_call_repeating_its_name_is_one_call_and_a_new_name_is_another() -> None:
