@@ -635,6 +635,7 @@ WIRE = WireAPI(
     compat=Compat,
     controls=_CONTROLS,
     extra=_EXTRA,
+    extra_types={"region": (str,), "profile": (str,)},
     output_mode=lambda model: "native" if _native_output(model) else "tool",
     providers={"amazon-bedrock": f"https://bedrock-runtime.{_DEFAULT_REGION}.amazonaws.com"},
 )

@@ -1024,5 +1024,6 @@ WIRE = WireAPI(
     providers={"google": _GEMINI_BASE_URL},
     controls=_CONTROLS,
     extra=_EXTRA,
+    extra_types={"cached_content": (str,)},
     output_mode=lambda model: "native",
 )

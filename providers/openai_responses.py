@@ -155,6 +155,13 @@ _EXTRA: dict[str, str] = {
     "deployment": "Azure: the deployment name sent as `model`",
     "api_version": "Azure: the `api-version` query parameter",
 }
+_EXTRA_TYPES: dict[str, tuple[type, ...]] = {
+    "reasoning_summary": (str, type(None)),
+    "store": (bool,),
+    "service_tier": (str,),
+    "deployment": (str,),
+    "api_version": (str,),
+}
 
 _normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
 
@@ -177,7 +184,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         else model.id,
         "input": _convert_messages(model, context),
         "stream": True,
-        "store": bool(extra.get("store", False)),
+        "store": extra.get("store", False) is True,
     }
     if options.max_tokens is not None:
         payload["max_output_tokens"] = options.max_tokens
@@ -777,5 +784,6 @@ WIRE = WireAPI(
     providers={"openai": "https://api.openai.com/v1"},
     controls=_CONTROLS,
     extra=_EXTRA,
+    extra_types=_EXTRA_TYPES,
     output_mode=lambda model: "native",
 )

@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -366,9 +367,58 @@ def _stop(value: Any) -> tuple[type[Exception], str] | None:
 
 
 def _optional_int(value: Any) -> tuple[type[Exception], str] | None:
-    if value is None or type(value) is int:
+    if value is None:
         return None
-    return TypeError, f"expected an integer, got {type(value).__name__} {_shown(value)}"
+    if type(value) is not int:
+        return TypeError, f"expected an integer, got {type(value).__name__} {_shown(value)}"
+    if not -(2**63) <= value < 2**63:
+        # What every vendor's field holds (a signed 64-bit integer); a 5,000-digit seed
+        # would otherwise fail later, in the payload, naming nothing.
+        return ValueError, (
+            f"must fit in a signed 64-bit integer, got a number of {value.bit_length()} bits"
+        )
+    return None
+
+
+_SESSION_ID_MAX = 512
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _plain_text(
+    value: Any, what: str, limit: int, *, header: bool
+) -> tuple[type[Exception], str] | None:
+    """An identifier sent as a header value or a vendor's id field: a string of at most
+    `limit` characters with no control character (a CR or LF would split a header, a NUL
+    ends a C string) and, for a header, ASCII only."""
+    if type(value) is not str:
+        return TypeError, f"expected {what}, got {type(value).__name__} {_shown(value)}"
+    found = _CONTROL.search(value)
+    if found is not None:
+        return ValueError, (
+            f"contains the control character U+{ord(found.group()):04X} at position "
+            f"{found.start()}; an id is sent as a header or an id field and cannot hold one"
+        )
+    if header and not value.isascii():
+        return ValueError, "must be ASCII: it is sent as an HTTP header value (x-affinity)"
+    if len(value) > limit:
+        return ValueError, f"is {len(value)} characters long; at most {limit} are sent"
+    return None
+
+
+def _session_id(value: Any) -> tuple[type[Exception], str] | None:
+    if value is None:
+        return None
+    return _plain_text(value, "a string or None", _SESSION_ID_MAX, header=True)
+
+
+def _metadata(value: Any) -> tuple[type[Exception], str] | None:
+    problem = _dict(value)
+    if problem is not None or "user_id" not in value:
+        return problem
+    problem = _plain_text(value["user_id"], "a string", 256, header=False)
+    if problem is not None:
+        return problem[0], f"['user_id'] {problem[1]}"
+    return None
 
 
 def _unit(value: Any) -> tuple[type[Exception], str] | None:
@@ -426,8 +476,8 @@ _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] =
     "reasoning": _one_of(None, *_EFFORTS),
     "thinking_budgets": _budgets,
     "cache_retention": _one_of("none", "short", "long"),
-    "session_id": _optional(str, "a string"),
-    "metadata": _dict,
+    "session_id": _session_id,
+    "metadata": _metadata,
     "on_payload": _payload_hook,
     "extra": _dict,
     "base_url": _base_url,

@@ -125,6 +125,10 @@ class WireAPI:
     extra: Mapping[str, str] = field(default_factory=dict)
     """The `StreamOptions.extra` keys it reads -> what each does; any other key raises at
     `stream()`, so a typo never silently does nothing."""
+    extra_types: Mapping[str, tuple[type, ...]] = field(default_factory=dict)
+    """The types each `extra` key takes (exactly: `True` is not an `int`); a value of any
+    other type raises at `stream()` naming the key (`{"store": "false"}` must not send
+    `store: true`). A key missing here takes any value."""
     output_mode: Callable[[Model], OutputMode] = lambda model: "tool"
     """How a model of this API is asked for a structured answer: its native JSON Schema
     mode, a JSON mode with the schema in the prompt, or (the default) one forced tool, which
@@ -308,6 +312,15 @@ def _check_controls(wire: WireAPI, options: StreamOptions) -> None:
                 else " (it reads none)"
             )
             raise ValueError(f"StreamOptions.extra: unknown key {key!r} for {wire.api}{hint}")
+        allowed = wire.extra_types.get(key)
+        value = options.extra[key]
+        if allowed is not None and type(value) not in allowed:
+            names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise TypeError(
+                f"StreamOptions.extra[{key!r}]: {wire.api} takes {names}, got "
+                f"{type(value).__name__} {shown}"
+            )
 
 
 def _check_tool_choice(options: StreamOptions, context: Context) -> None:
