@@ -7,13 +7,18 @@ edits; these helpers find the damage and make a sendable copy without touching t
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import inspect
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import anyio
+import anyio.lowlevel
 
+from ._tool_checks import schema_problems
 from ._types import (
     AssistantMessage,
     ImageContent,
@@ -55,7 +60,6 @@ INVALID_ARGUMENTS_TEXT = (
     "executed:\n{problems}\nCall it again with arguments that match."
 )
 UNKNOWN_TOOL_TEXT = "There is no tool named `{name}`, so the call was NOT executed. Tools: {tools}."
-_MAX_PROBLEMS = 10
 
 TOOL_ERROR_PREFIX = "Error: the tool failed.\n"
 """Starts the text of an `is_error` result on wire formats with no error flag (OpenAI-style
@@ -105,30 +109,6 @@ def check_tool_calls(message: AssistantMessage, tools: Sequence[Tool]) -> list[T
     return [result for result in refused if result is not None]
 
 
-def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
-    """What `schema` finds wrong with `value`, one line each (at most ten), in the JSON
-    Schema draft the schema names (2020-12 when it names none)."""
-    try:
-        import jsonschema
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError(
-            "checking tool arguments needs jsonschema: pip install 'stream-core[validate]'"
-        ) from None
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return [f"the tool's own schema is invalid: {exc.message}"]
-    problems = []
-    errors = sorted(cls(schema).iter_errors(value), key=lambda e: list(map(str, e.path)))
-    for error in errors[:_MAX_PROBLEMS]:
-        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.path)
-        problems.append(f"arguments{where}: {error.message}")
-    if len(errors) > _MAX_PROBLEMS:
-        problems.append(f"... and {len(errors) - _MAX_PROBLEMS} more")
-    return problems
-
-
 ToolOutput: TypeAlias = "str | list[TextContent | ImageContent] | ToolResultMessage"
 ToolHandler: TypeAlias = Callable[[ToolCall], "ToolOutput | Awaitable[ToolOutput]"]
 """Runs one call: given the `ToolCall` (its `arguments` parsed), returns the result's text,
@@ -136,6 +116,7 @@ its content blocks, or a whole `ToolResultMessage`; sync or async; raising makes
 `is_error` result with the exception's text."""
 
 TOOL_RAISED_TEXT = "The tool `{name}` failed: {error}"
+NO_RESULT_TEXT = "The call to tool `{name}` produced no result and was NOT completed."
 NO_HANDLER_TEXT = "There is no handler for tool `{name}`, so the call was NOT executed."
 
 
@@ -151,10 +132,16 @@ async def execute_tool_calls(
 
     A call is not run, and gets an `is_error` result instead, when it is truncated (or the
     message stopped at the output limit), when no handler has its name, or, with `tools`
-    given, when its arguments do not match its tool's schema (`check_tool_call`; needs the
-    `validate` extra). A handler that raises gives an `is_error` result with the exception's
-    type and text. Sync handlers run in a worker thread, so a slow one never blocks the
-    event loop; `parallel=False` runs the calls one after another in call order.
+    given, when its arguments do not match its tool's schema (`check_tool_call`, run in a
+    worker thread; needs the `validate` extra). A handler that raises an `Exception`, or a
+    `CancelledError` of its own while nobody cancelled the caller, gives an `is_error`
+    result with the exception's type and text. Sync handlers run in worker threads, so a
+    slow one never blocks the event loop; `parallel=False` runs the calls one after another
+    in call order.
+
+    The only raises: the caller's own cancellation (its cancel scope or timeout) propagates
+    at once; a sync handler's thread cannot be stopped and finishes in the background, its
+    result dropped. `KeyboardInterrupt` and `SystemExit` from a handler propagate.
     """
     calls = message.tool_calls()
     results: list[ToolResultMessage | None] = [None] * len(calls)
@@ -170,7 +157,10 @@ async def execute_tool_calls(
     else:
         for i, call in enumerate(calls):
             await run(i, call)
-    return [r for r in results if r is not None]
+    return [
+        r if r is not None else _error_result(call, NO_RESULT_TEXT.format(name=call.name))
+        for call, r in zip(calls, results, strict=True)
+    ]
 
 
 def execute_tool_calls_sync(
@@ -181,12 +171,17 @@ def execute_tool_calls_sync(
     parallel: bool = True,
 ) -> list[ToolResultMessage]:
     """`execute_tool_calls` without an event loop of yours (async handlers run on a loop of
-    their own for the call; sync ones in worker threads)."""
+    their own for the call; sync ones in worker threads). Called from inside a running
+    event loop (a sync function of an async program), it runs on a thread of its own and
+    blocks that loop until the calls are done."""
 
     async def main() -> list[ToolResultMessage]:
         return await execute_tool_calls(message, handlers, tools=tools, parallel=parallel)
 
-    return anyio.run(main)
+    if not _in_event_loop():
+        return anyio.run(main)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="stream-core-tools") as pool:
+        return pool.submit(anyio.run, main).result()
 
 
 async def _run_one(
@@ -195,22 +190,62 @@ async def _run_one(
     tools: Sequence[Tool] | None,
     cut_by_limit: bool,
 ) -> ToolResultMessage:
-    refused = _refusal(call, tools, cut_by_limit)
-    if refused is not None:
-        return refused
+    if cut_by_limit or call.truncated:
+        return _truncated_result(call)
+    if tools is not None:
+        # The check is CPU work bounded in time and size (`_tool_checks`): off the loop.
+        refused = await anyio.to_thread.run_sync(check_tool_call, call, tools)
+        if refused is not None:
+            return refused
     handler = handlers.get(call.name)
     if handler is None:
         return _error_result(call, NO_HANDLER_TEXT.format(name=call.name))
+    cancelled = anyio.get_cancelled_exc_class()
     try:
         if inspect.iscoroutinefunction(handler):
             output = await handler(call)
         else:
-            output = await anyio.to_thread.run_sync(handler, call)
+            # Abandoned on cancel: the caller's scope or timeout ends the wait at once.
+            output = await anyio.to_thread.run_sync(handler, call, abandon_on_cancel=True)
             if inspect.isawaitable(output):
                 output = await output
+    except cancelled as exc:
+        if _caller_cancelled():
+            raise
+        try:
+            await anyio.lowlevel.checkpoint()  # a cancelled scope raises here again
+        except cancelled:
+            raise exc from None
+        return _error_result(call, TOOL_RAISED_TEXT.format(name=call.name, error=_describe(exc)))
     except Exception as exc:
         return _error_result(call, TOOL_RAISED_TEXT.format(name=call.name, error=_describe(exc)))
     return _as_result(call, output)
+
+
+def _caller_cancelled() -> bool:
+    """asyncio's own `Task.cancel()` (outside any anyio scope) leaves a count on the task."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # trio: its cancellation is always a scope's
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+def _in_event_loop() -> bool:
+    """True inside a running asyncio loop or trio run (where `anyio.run` cannot start)."""
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        pass
+    trio: Any = sys.modules.get("trio")
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_task()
+        return True
+    except RuntimeError:
+        return False
 
 
 def _describe(exc: BaseException) -> str:
