@@ -39,7 +39,8 @@ from ._events import (
 )
 from ._json import ArgumentsError, is_storable_json, parse_arguments, parse_partial_json
 from ._models import Model
-from ._output import OutputSpec, read_output
+from ._output import OutputSpec
+from ._output import read_output as read_output_of
 from ._types import (
     AssistantMessage,
     ErrorKind,
@@ -431,8 +432,12 @@ class Assembler:
 
     # --- the end ------------------------------------------------------------------------
 
-    def finalize(self, error: StreamError | None = None) -> AssistantMessage:
-        """Close open blocks and settle stop reason, truncation flags and usage."""
+    def finalize(
+        self, error: StreamError | None = None, *, read_output: bool = True
+    ) -> AssistantMessage:
+        """Close open blocks and settle stop reason, truncation flags and usage; with
+        `read_output=False` the structured answer is left for the caller to read (off the
+        event loop: `output_text`, then `set_output`)."""
         msg = self.message
         if error is not None:
             for o in self._open.values():
@@ -446,7 +451,11 @@ class Assembler:
         else:
             self._settle_stop_reason()
         if self.output is not None:
-            self._read_output()
+            msg.output_mode = self.output.mode
+            if read_output:
+                text = self.output_text()
+                if text is not None:
+                    self.set_output(*read_output_of(text, self.output))
         u = msg.usage
         if u.reasoning > u.output:
             # Some servers report more reasoning than output; it is a part of output.
@@ -485,16 +494,17 @@ class Assembler:
                 text += f" ({self._stop_detail})"
             msg.error = StreamError(kind=rule, message=text, retryable=rule in RETRYABLE_KINDS)
 
-    def _read_output(self) -> None:
-        """The structured answer, read once at the end: only from a message that stopped
-        normally (a `length` stop is never a parsed partial object); an answer that does not
-        parse or validate ends the message `invalid_output`, its text kept."""
+    def output_text(self) -> str | None:
+        """The text to read the structured answer from: only of a message that stopped
+        normally (a `length` stop is never a parsed partial object), else None."""
+        if self.output is None or self.message.stop_reason != "stop":
+            return None
+        return self.message.text()
+
+    def set_output(self, value: Any, problem: str | None) -> None:
+        """Store what `read_output` found: the answer, or the message ends `invalid_output`
+        with its text kept."""
         msg = self.message
-        assert self.output is not None
-        msg.output_mode = self.output.mode
-        if msg.stop_reason != "stop":
-            return
-        value, problem = read_output(msg.text(), self.output)
         if problem is None:
             msg.output = value
         else:

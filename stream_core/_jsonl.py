@@ -12,6 +12,7 @@ doesn't know about. Files written by `dump_messages` round-trip byte for byte.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable
 from typing import IO, Any, TypeAlias
@@ -59,15 +60,28 @@ def _encode(record: Record) -> str:
         data = record
     else:
         raise TypeError(f"expected a message model or a dict, got {type(record).__name__}")
-    line = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    # allow_nan=False: `NaN` and `Infinity` are not JSON; no line we write is unreadable.
+    line = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     try:
         line.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (e.g. from a `\ud800` escape or surrogateescape'd tool output) can't
         # be written as UTF-8; escaping the line keeps the history saveable, and it reloads
         # to the same string and re-dumps the same way.
-        line = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+        line = json.dumps(data, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     return line
+
+
+def _encode_checked(record: Record, index: int) -> str:
+    try:
+        return _encode(record)
+    except (ValueError, RecursionError) as exc:
+        why = (
+            "it holds NaN or an infinite number, which JSON cannot hold"
+            if isinstance(exc, ValueError) and "Out of range float" in str(exc)
+            else f"it cannot be written as JSON ({type(exc).__name__}: {str(exc)[:100]})"
+        )
+        raise ValueError(f"record {index}: {why}; nothing was written") from None
 
 
 def _missing_final_newline(path: str | os.PathLike[str]) -> bool:
@@ -94,7 +108,9 @@ def dump_messages(
     `append=True` extended; given an open text stream, lines are written to it as is and
     `append` is ignored (the stream's own mode decides).
     """
-    lines = (_encode(r) + "\n" for r in records)
+    # Encoded first, written after: a record that cannot be written leaves the file as it
+    # was, rather than cut after the records before it.
+    lines = [_encode_checked(r, i) + "\n" for i, r in enumerate(records)]
     if isinstance(file, (str, os.PathLike)):
         # Appending after a hand-edited last line without "\n" would glue two records.
         lead = "\n" if append and _missing_final_newline(file) else ""
@@ -119,11 +135,37 @@ def _error_path(error: ValidationError, role: str) -> str:
     return "; ".join(parts) + more
 
 
+class _NotFinite(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(name)  # NaN, Infinity, -Infinity: not JSON
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text if len(text) <= 40 else text[:37] + "...")
+    return value
+
+
 def _decode(line: str, lineno: int) -> Record:
     try:
-        data = json.loads(line)
+        data = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise HistoryFormatError(lineno, f"not valid JSON ({e.msg} at column {e.colno})") from e
+    except _NotFinite as e:
+        raise HistoryFormatError(
+            lineno, f"holds {e.args[0]}, a number no JSON tool can store or write back"
+        ) from None
+    except RecursionError:
+        raise HistoryFormatError(lineno, "nested too deeply to read") from None
+    except ValueError as e:
+        why = str(e)[:120]
+        if "4300 digits" in why:
+            why = "an integer of more than 4,300 digits, which Python refuses to read"
+        raise HistoryFormatError(lineno, f"cannot be read: {why}") from None
     if not isinstance(data, dict):
         raise HistoryFormatError(lineno, f"expected a JSON object, got {type(data).__name__}")
     role = data.get("role")

@@ -18,9 +18,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_json
 
+from ._json import is_storable_json
 from ._types import Tool
 
 __all__ = [
+    "MAX_OUTPUT_CHARS",
     "OUTPUT_TOOL_NAME",
     "OutputMode",
     "OutputSpec",
@@ -139,28 +141,107 @@ def is_strict_schema(schema: Any) -> bool:
     )
 
 
+MAX_OUTPUT_CHARS = 4 * 1024 * 1024
+"""A structured answer longer than this is not read (it ends `invalid_output`, its text
+kept): no model's output limit comes near it, and validating more would cost memory and
+time out of proportion."""
+MAX_LISTED_PROBLEMS = 5
+"""An `invalid_output` message lists at most this many problems, then how many in all."""
+_MAX_PROBLEM_CHARS = 200
+_SAMPLE_ITEMS = 10
+"""How much of each list of a failed answer is re-validated to name its first problems
+when it has too many to list cheaply (pydantic builds every error's details at once)."""
+_CHEAP_ERRORS = 50
+
+
 def read_output(text: str, spec: OutputSpec) -> tuple[Any, str | None]:
-    """(the answer, None), or (None, why it is not one). Never raises."""
+    """(the answer, None), or (None, why it is not one, in at most a few hundred
+    characters). Never raises, whatever the answer or the class's own validators do; its
+    cost is bounded by `MAX_OUTPUT_CHARS`. CPU work: the pipeline runs it off the event
+    loop for a long answer."""
+    if len(text) > MAX_OUTPUT_CHARS:
+        return None, (
+            f"the answer is {len(text):,} characters, over the {MAX_OUTPUT_CHARS:,} a "
+            "structured answer is read at; its text is kept"
+        )
     if not text.strip():
         return None, "the model gave no JSON answer (empty text)"
     try:
         value = from_json(text, allow_inf_nan=False)
     except ValueError as exc:
-        return None, f"the answer is not valid JSON ({exc})"
+        return None, _cut(f"the answer is not valid JSON ({exc})")
     except RecursionError:
         return None, "the answer is nested too deeply to read"
+    if not is_storable_json(value):
+        return None, (
+            "the answer is nested too deeply to store, or holds a number beyond a float's "
+            "range (such as 1e400, which would be saved as null)"
+        )
     if spec.wrapped:
         if not isinstance(value, dict) or _WRAP_KEY not in value:
             return None, f"the forced tool's arguments have no {_WRAP_KEY!r}"
         value = value[_WRAP_KEY]
-    if spec.model_class is not None:
+    cls = spec.model_class
+    if cls is None:
+        return value, None
+    try:
+        return cls.model_validate(value), None
+    except ValidationError as exc:
+        return None, f"the answer does not match {cls.__name__}: " + _problems(cls, value, exc)
+    except RecursionError:
+        return None, f"the answer is nested too deeply to validate as {cls.__name__}"
+    except Exception as exc:  # a validator of the caller's class raised something else
+        return None, _cut(
+            f"validating the answer as {cls.__name__} raised {type(exc).__name__}: {exc}"
+        )
+
+
+def _problems(cls: type[BaseModel], value: Any, exc: ValidationError) -> str:
+    """The first few problems and how many there are, without building every error's
+    details (a list of a million wrong items would cost seconds and gigabytes)."""
+    count = exc.error_count()
+    errors: list[Any] = []
+    sampled = False
+    if count <= _CHEAP_ERRORS:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    else:
         try:
-            return spec.model_class.model_validate(value), None
-        except ValidationError as exc:
-            return None, f"the answer does not match {spec.model_class.__name__}: " + "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()
-            )
-    return value, None
+            cls.model_validate(_sample(value))
+        except ValidationError as small:
+            if small.error_count() <= _CHEAP_ERRORS:
+                sampled = True
+                errors = small.errors(include_url=False, include_input=False, include_context=False)
+        except Exception:
+            pass
+    shown = [
+        _cut(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}", _MAX_PROBLEM_CHARS)
+        for e in errors[:MAX_LISTED_PROBLEMS]
+    ]
+    text = "; ".join(shown) if shown else "(too many to list)"
+    if sampled and shown:
+        text = "in a sample of the answer, " + text
+    if count > len(shown):
+        text += f"; {count:,} problems in all"
+    return text
+
+
+def _sample(value: Any, depth: int = 0) -> Any:
+    """A copy of `value` with every list cut to its first `_SAMPLE_ITEMS` items and every
+    string to 1,000 characters, so the first problems of a huge answer can be named cheaply
+    (a cut can add a problem of its own, e.g. a list now too short: it is named a sample)."""
+    if depth > 64:
+        return None
+    if type(value) is list:
+        return [_sample(x, depth + 1) for x in value[:_SAMPLE_ITEMS]]
+    if type(value) is dict:
+        return {k: _sample(v, depth + 1) for k, v in value.items()}
+    if type(value) is str and len(value) > 1000:
+        return value[:1000]
+    return value
+
+
+def _cut(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # Keywords whose value is a map of name -> schema, a list of schemas, or one schema.

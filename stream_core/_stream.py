@@ -68,7 +68,7 @@ from ._events import AssistantStreamEvent, MessageEnd, MessageStart
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
-from ._output import OutputSpec
+from ._output import OutputSpec, read_output
 from ._sse import Decoder, FramingError
 from ._transport import (
     _loop_key,
@@ -96,6 +96,9 @@ T = TypeVar("T")
 
 # States of the pump.
 _START, _CONNECT, _READ, _DONE = range(4)
+_INLINE_OUTPUT = 64 * 1024
+"""A JSON-Schema answer up to this many characters is read on the loop (microseconds);
+a longer one, or any answer validated by a class, in a worker thread."""
 
 
 class _Aborted(Exception):
@@ -821,6 +824,31 @@ class AssistantStream:
         self._socket = None
         await close_body(response, chunks)
 
+    async def _read_output(self) -> None:
+        """The structured answer, read in a worker thread (CPU work, and the caller's class
+        may run validators of its own): no event loop, nor the sync facade's shared one,
+        waits on it, and `total_timeout` still ends the call, its text kept."""
+        asm = self._asm
+        text = asm.output_text()
+        if text is None or self._output is None:
+            return
+        spec = self._output
+        if len(text) <= _INLINE_OUTPUT and spec.model_class is None:
+            asm.set_output(*read_output(text, spec))
+            return
+        limit = math.inf if self._deadline is None else self._deadline - anyio.current_time()
+        found: tuple[Any, str | None] | None = None
+        with anyio.move_on_after(max(limit, 0)):
+            # Abandoned at the deadline: the thread finishes alone and its answer is dropped.
+            found = await anyio.to_thread.run_sync(
+                read_output, text, spec, abandon_on_cancel=True
+            )
+        if found is None:
+            self.message.stop_reason = "error"
+            self.message.error = self._total_timeout_error()
+        else:
+            asm.set_output(*found)
+
     async def _finish(self, error: StreamError | None) -> None:
         if self._state == _DONE:
             return
@@ -857,7 +885,8 @@ class AssistantStream:
                 if isinstance(value, str):
                     setattr(m, name, redact(value, self._secrets))
         try:
-            self._asm.finalize(error)
+            self._asm.finalize(error, read_output=False)
+            await self._read_output()
         except Exception as exc:  # a bug: the message still ends, as an error, never a raise
             logger.debug("finalize failed: %s", redact(traceback.format_exc(), self._secrets))
             m.stop_reason = "error"
