@@ -15,7 +15,7 @@ so a stream costs nothing per event. Attributes (`gen_ai.*`, `server.*`, `error.
 - `gen_ai.usage.input_tokens` (all input, cached included, as the conventions ask),
   `gen_ai.usage.output_tokens`, `gen_ai.usage.cache_read.input_tokens`,
   `gen_ai.usage.cache_creation.input_tokens`.
-- `server.address`, `server.port` from the model's base URL.
+- `server.address`, `server.port` of the URL the request goes to.
 - On failure `error.type` is the `StreamError.kind` and the status is ERROR (an abort by
   the caller sets `error.type` = "aborted" but leaves the status unset: nothing failed).
 - An event `gen_ai.first_token` at the first content update.
@@ -76,8 +76,12 @@ class ChatSpan:
             span.end()
 
 
-def start_span(model: Model, options: StreamOptions) -> ChatSpan | None:
-    """A started span for a call to `model`, or None when nothing records it."""
+def start_span(
+    model: Model, options: StreamOptions, url: httpx.URL | None = None
+) -> ChatSpan | None:
+    """A started span for a call to `model`, or None when nothing records it. `url`: where
+    the request actually goes (a call's `base_url`, `OPENAI_BASE_URL`, a filled template),
+    which is what `server.address` reports; the model's base URL without one."""
     try:
         provider = PROVIDER_NAMES.get(model.provider, model.provider)
         attributes: dict[str, Any] = {
@@ -90,10 +94,11 @@ def start_span(model: Model, options: StreamOptions) -> ChatSpan | None:
             attributes["gen_ai.request.max_tokens"] = options.max_tokens
         if options.temperature is not None:
             attributes["gen_ai.request.temperature"] = float(options.temperature)
-        try:
-            url = httpx.URL(model.base_url)
-        except Exception:
-            url = None
+        if url is None:
+            try:
+                url = httpx.URL(model.base_url)
+            except Exception:
+                url = None
         if url is not None and url.host:
             attributes["server.address"] = url.host
             port = url.port or {"https": 443, "http": 80}.get(url.scheme)

@@ -53,6 +53,7 @@ import httpx
 from pydantic_core import from_json
 
 from ._assembler import Assembler
+from ._body import body_chunks, close_body
 from ._checks import placeholder_problem
 from ._cost import cost_context
 from ._error_text import (
@@ -75,8 +76,6 @@ from ._transport import (
     _own_socket,
     _Socket,
     _spawn_detached,
-    body_chunks,
-    close_body,
     close_soon,
     connections_in_use,
     drain_later,
@@ -96,6 +95,17 @@ T = TypeVar("T")
 
 # States of the pump.
 _START, _CONNECT, _READ, _DONE = range(4)
+_forks = 0
+"""How many `fork()`s this process is down from the one it started as."""
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
 _INLINE_OUTPUT = 64 * 1024
 """A JSON-Schema answer up to this many characters is read on the loop (microseconds);
 a longer one, or any answer validated by a class, in a worker thread."""
@@ -125,6 +135,7 @@ class AssistantStream:
         "_client",
         "_context",
         "_deadline",
+        "_fork",
         "_decoder",
         "_framed",
         "_head",
@@ -199,6 +210,8 @@ class AssistantStream:
         """`options.total_timeout` as a time on the event loop's clock, once started."""
         self._started: float | None = None
         self._span: ChatSpan | None = None
+        self._fork = _forks
+        """The process's fork count when opened: a child iterating it ends it at once."""
         # Built now, inside `stream()`: a bad context, option or payload hook raises here,
         # before any I/O (CONTRACT 1). What the environment lacks (a key, credentials, a
         # project) is not the code's fault: it becomes the stream's first event instead.
@@ -269,7 +282,11 @@ class AssistantStream:
                 self._deadline = anyio.current_time() + total
             otel = _otel()
             if otel is not None:
-                self._span = otel.start_span(self._model, self._options)
+                url = self._request.url if self._request is not None else None
+                self._span = otel.start_span(self._model, self._options, url)
+            return
+        if self._fork != _forks:
+            await self._orphaned()
             return
         try:
             # `_cancel_requested()` and `_overdue()` written out: this runs once per chunk.
@@ -816,6 +833,22 @@ class AssistantStream:
             except OSError:
                 pass
 
+    async def _orphaned(self) -> None:
+        """Iterated in a child after `fork()`: the response, its socket and the watcher
+        belong to the parent's event loop; they are dropped, never touched (a read would
+        wait forever, a close could end the parent's stream)."""
+        self._response = self._chunks = None
+        self._socket = None
+        self._stop_watch = None
+        self._client = None
+        await self._finish(
+            StreamError(
+                kind="invalid_request",
+                message="this stream was opened before fork(), in another process; a stream "
+                "cannot cross a fork: open a new one in this process",
+            )
+        )
+
     async def _close_response(self) -> None:
         response, chunks = self._response, self._chunks
         if response is None and chunks is None:
@@ -840,9 +873,7 @@ class AssistantStream:
         found: tuple[Any, str | None] | None = None
         with anyio.move_on_after(max(limit, 0)):
             # Abandoned at the deadline: the thread finishes alone and its answer is dropped.
-            found = await anyio.to_thread.run_sync(
-                read_output, text, spec, abandon_on_cancel=True
-            )
+            found = await anyio.to_thread.run_sync(read_output, text, spec, abandon_on_cancel=True)
         if found is None:
             self.message.stop_reason = "error"
             self.message.error = self._total_timeout_error()

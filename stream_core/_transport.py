@@ -6,6 +6,7 @@ one `__anext__` (the close, a stream's cancel watcher) run outside any task grou
 (`_spawn_detached`). `_own_socket` finds the HTTP/1.1 socket whose reads carry the idle
 timeout and that a cancel shuts down; `_stream` decides when. Connection settings (pool
 limits, the drain after the terminal event) live here so transport set-up has one home.
+The body's decoding and closing are `_body`'s.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ import ssl
 import sys
 import threading
 import weakref
-import zlib
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Protocol
 
 import anyio
 import httpx
 
+from ._body import close_body
 from ._connections import limits as _limits
-from ._errors import ProtocolError
 
 # --- the response's socket ----------------------------------------------------------------
 
@@ -48,106 +48,6 @@ def _own_socket(response: httpx.Response) -> _Socket | None:
         return None
     # A socket.socket, or asyncio's TransportSocket wrapper: both can be shut down.
     return sock if callable(getattr(sock, "shutdown", None)) else None
-
-
-# --- the body's bytes ---------------------------------------------------------------------
-
-_PIECE = 64 * 1024
-"""The most one step of content decoding yields: a small compressed body that inflates to
-gigabytes is decoded a bounded piece at a time, so whoever reads it can stop at its cap."""
-
-
-def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The response body's bytes, content-decoded here, never by httpx.
-
-    httpx decodes a whole network read at once, with no bound on what it inflates to (1.8 KB
-    of `gzip, gzip` is a gigabyte). We ask for `accept-encoding: identity`; a server that
-    compresses anyway gets one layer of gzip or deflate (or br, with a `brotli` that can
-    bound its output) decoded `_PIECE` bytes at a time. Stacked or unknown codings, which no
-    vendor sends, raise `ProtocolError` without a byte decoded. A body already in memory (a
-    mock's) is read as httpx has it.
-    """
-    header = response.headers.get("content-encoding", "")
-    codings = [c.strip().lower() for c in header.split(",") if c.strip()]
-    codings = [c for c in codings if c != "identity"]
-    if response.is_stream_consumed or not codings:
-        return response.aiter_bytes() if response.is_stream_consumed else response.aiter_raw()
-    if len(codings) > 1 or _inflater(codings[0]) is None:
-        raise ProtocolError(f"body in content-encoding {header[:80]!r}: not decoded")
-    return _decoded(response, response.aiter_raw(), codings[0])
-
-
-def _inflater(coding: str) -> Callable[[bytes, int], bytes] | None:
-    """A bounded step `(data, max_out) -> out` for `coding`; None for one we don't decode.
-
-    `data` is the input not consumed by the previous step, or b"" for more of its output."""
-    if coding in ("gzip", "x-gzip", "deflate"):
-        return _Inflate(coding).step
-    if coding == "br":
-        try:
-            import brotli  # type: ignore[import-not-found, unused-ignore]
-        except ImportError:
-            return None
-        dec = brotli.Decompressor()
-        try:
-            dec.process(b"", output_buffer_limit=1)
-        except TypeError:  # an older brotli cannot bound its output
-            return None
-
-        def unbrotli(data: bytes, limit: int) -> bytes:
-            if not data and dec.can_accept_more_data():
-                return b""
-            return bytes(dec.process(data, output_buffer_limit=limit))
-
-        return unbrotli
-    return None
-
-
-class _Inflate:
-    __slots__ = ("_d", "_first", "_raw_fallback")
-
-    def __init__(self, coding: str) -> None:
-        self._d = zlib.decompressobj(zlib.MAX_WBITS | 16 if coding != "deflate" else zlib.MAX_WBITS)
-        self._first = True
-        self._raw_fallback = coding == "deflate"
-
-    def step(self, data: bytes, limit: int) -> bytes:
-        d = self._d
-        data = data or d.unconsumed_tail
-        try:
-            out = d.decompress(data, limit)
-        except zlib.error:
-            if not (self._raw_fallback and self._first):
-                raise
-            # Some servers send raw deflate, without the zlib wrapper.
-            d = self._d = zlib.decompressobj(-zlib.MAX_WBITS)
-            out = d.decompress(data, limit)
-        self._first = False
-        return out
-
-
-async def _decoded(
-    response: httpx.Response, raw: AsyncIterator[bytes], coding: str
-) -> AsyncIterator[bytes]:
-    step = _inflater(coding)
-    assert step is not None
-    try:
-        async for data in raw:
-            out = step(data, _PIECE)
-            while out:
-                yield out
-                # The rest of this input, or more output from it, a piece at a time.
-                out = step(b"", _PIECE)
-    except zlib.error as exc:
-        raise ProtocolError(f"body in content-encoding {coding!r} is corrupt: {exc}") from None
-    except Exception as exc:
-        if type(exc).__name__ != "error":  # brotli.error
-            raise
-        raise ProtocolError(f"body in content-encoding {coding!r} is corrupt") from None
-    finally:
-        # Closed early, this generator stops here; the raw body under it is closed and run
-        # out (not inflated on: what was received may inflate to gigabytes).
-        await close_body(response, raw)
 
 
 # --- detached tasks and the shared client -------------------------------------------------
@@ -249,6 +149,9 @@ class PoolTransport(httpx.AsyncBaseTransport):
         self._pools: list[httpx.AsyncHTTPTransport | None] = [None] * count
         self._busy = [0] * count
         self._gate = anyio.Semaphore(limits.max_connections) if limits.max_connections else None
+        self.draining: set[anyio.CancelScope] = set()
+        """The drains of finished calls still holding a connection (`drain_later`): ended
+        at once when a call has to wait for one."""
 
     @property
     def in_use(self) -> int:
@@ -261,6 +164,10 @@ class PoolTransport(httpx.AsyncBaseTransport):
             try:
                 gate.acquire_nowait()
             except anyio.WouldBlock:
+                # A finished call's tail is worth less than a waiting call: its drain ends,
+                # its connection closes and its place is this call's.
+                for drain in self.draining:
+                    drain.cancel()
                 await self._wait(gate, request)
         busy = self._busy
         index = busy.index(min(busy))
@@ -463,51 +370,6 @@ async def _close_at_loop_end(client: httpx.AsyncClient) -> None:
 
 # --- the end of a body --------------------------------------------------------------------
 
-_RUN_OUT_STEPS = 256
-"""At most this many reads of what was already received when a body is closed early."""
-
-
-async def close_body(response: httpx.Response | None, chunks: Any) -> None:
-    """Close `response` and the iterator over its body, leaving nothing to the GC.
-
-    httpx and httpcore nest five async generators under `Response.aiter_raw` (one per
-    layer: client, transport, pool, connection, h11 reader). Closing the outer one before
-    the body's end stops only that one: the inner ones stay suspended until the garbage
-    collector finds them, and trio's finalizer warns for each (`ResourceWarning`, or an
-    "Exception ignored" traceback under `-W error`). So the response is closed first (its
-    connection too, when the body was not read to the end), then the chain is run on: the
-    next read fails at once at the bottom, and that failure ends every generator on its way
-    up. The reads run in a cancelled scope, so a body that is not a socket's (a mock's
-    generator that sleeps) ends at its first wait instead of being waited for. An HTTP/2
-    body is only closed: its connection is shared, and a read on it would wait for frames
-    of other streams.
-    """
-    with anyio.CancelScope(shield=True):
-        if response is not None:
-            try:
-                await response.aclose()
-            except Exception:  # a closed client's pool, a custom transport: closed anyway
-                pass
-        if chunks is None:
-            return
-        http2 = response is not None and response.http_version == "HTTP/2"
-        # (A decoded body runs out the raw one under it itself, when closed.)
-        decoded = getattr(chunks, "ag_code", None) is _decoded.__code__
-        if not (http2 or decoded) and getattr(chunks, "ag_frame", True) is not None:
-            with anyio.CancelScope() as reads:
-                reads.cancel()
-                try:
-                    for _ in range(_RUN_OUT_STEPS):
-                        await chunks.__anext__()
-                except Exception:  # StopAsyncIteration, or the closed connection's error
-                    pass
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            try:
-                await aclose()
-            except Exception:
-                pass
-
 
 def close_soon(response: httpx.Response | None, chunks: Any, loop: object) -> None:
     """`close_body` for a stream dropped before its end without being closed (from its
@@ -541,28 +403,45 @@ def close_soon(response: httpx.Response | None, chunks: Any, loop: object) -> No
         pass
 
 
+def _pool_of(response: httpx.Response) -> PoolTransport | None:
+    """Our transport, when `response` came through it (under httpx's own wrapper)."""
+    stream: Any = response.stream
+    for _ in range(3):
+        if isinstance(stream, _Releasing):
+            return stream._transport
+        stream = getattr(stream, "_stream", None)
+    return None
+
+
 def drain_later(response: httpx.Response, chunks: Any) -> anyio.Event | None:
     """Read the rest of a body whose terminal event has come, in a detached task, then close
     it; the returned event is set when that is done. None: no task could be started (the
     event loop is ending), and the caller closes the body itself.
 
     A body that ends within `_DRAIN_LIMIT` bytes and `_DRAIN_TIMEOUT` seconds leaves its
-    connection in the pool for the next call; one that is large or never ends is closed.
+    connection in the pool for the next call; one that is large or never ends is closed,
+    and so is one still draining when a call of a full pool waits for a connection.
     The caller does not wait: a proxy that sends its `data: [DONE]` a second later, or
     never, costs it nothing. The task is cancelled (and the body closed) when the event
     loop ends.
     """
     done = anyio.Event()
+    owner = _pool_of(response)
 
     async def drain() -> None:
+        scope = anyio.move_on_after(_DRAIN_TIMEOUT)
         try:
-            with anyio.move_on_after(_DRAIN_TIMEOUT):
+            with scope:
+                if owner is not None:
+                    owner.draining.add(scope)
                 left = _DRAIN_LIMIT
                 while left >= 0:
                     left -= len(await chunks.__anext__())
         except Exception:  # StopAsyncIteration at the body's end, or a failed read
             pass
         finally:
+            if owner is not None:
+                owner.draining.discard(scope)
             await close_body(response, chunks)
             done.set()
 

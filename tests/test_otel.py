@@ -65,6 +65,27 @@ def only_span(exporter: InMemorySpanExporter) -> ReadableSpan:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("base_url", "host", "port"),
+    [
+        ("https://gateway.example.test:8443/anthropic", "gateway.example.test", 8443),
+        ("http://127.0.0.1:9999", "127.0.0.1", 9999),
+    ],
+)
+async def test_server_address_is_where_the_call_went(
+    exporter: InMemorySpanExporter, base_url: str, host: str, port: int
+) -> None:
+    """Issue 23: the span named the model's default host when the call went elsewhere."""
+    with respx.mock(assert_all_mocked=True) as mock:
+        mock.post(base_url + "/v1/messages").mock(return_value=sse_response([TEXT_BODY]))
+        options = StreamOptions(api_key="sk-ant-test-0000", max_retries=0, base_url=base_url)
+        message = await complete(MODEL, CONTEXT, options)
+    assert message.error is None
+    attrs = dict(only_span(exporter).attributes or {})
+    assert attrs["server.address"] == host and attrs["server.port"] == port
+
+
+@pytest.mark.anyio
 async def test_a_call_is_one_span_with_the_genai_attributes(
     exporter: InMemorySpanExporter,
 ) -> None:
