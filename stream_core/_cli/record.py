@@ -21,6 +21,7 @@ __all__ = ["run"]
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..testing._record import record
+    from ..testing._redact import RecordingLeak
 
     provider, _, model_id = args.model.partition("/")
     if not provider or not model_id:
@@ -41,8 +42,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         max_tokens=args.max_tokens, reasoning=args.reasoning, base_url=args.base_url,
         max_retries=0,
     )  # fmt: skip
-    message, body, meta = anyio.run(
-        functools.partial(record, model, context, options, Path(args.output), api_key=key)
-    )
+    try:
+        message, body, meta = anyio.run(
+            functools.partial(record, model, context, options, Path(args.output), api_key=key)
+        )
+    except RecordingLeak as exc:
+        err.write(f"stream-core record: {exc}\n")
+        return 1
     out.write(f"wrote {body} and {meta}: {summary(message)}\n")
     return exit_status(message)

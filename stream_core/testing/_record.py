@@ -1,8 +1,9 @@
 """`stream-core record`: one live call written as a recording in the fixture format.
 
-The response body is teed off the transport as it arrives (the bytes the vendor sent,
-before any decoding), then scrubbed of secrets and written as `NAME.body`, with `NAME.json`
-holding the safe headers and an `expect` computed from the final message.
+The response body is teed off the transport as it arrives, decoded of any
+content-encoding, scrubbed of every fragment of the call's secrets (`_redact`), and written
+as `NAME.body`, with `NAME.json` holding the safe headers and an `expect` computed from
+what the written body replays to. A body that would still hold a fragment is not written.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .._types import (
     ThinkingContent,
     ToolCall,
 )
+from ._redact import RecordingLeak, decode_body, leaked, scrub_fragments, scrub_loosely
 
 SAFE_HEADERS = frozenset({"content-type", "retry-after", "retry-after-ms"})
 """Response headers a recording keeps; everything else (cookies, account and org ids,
@@ -153,8 +155,30 @@ async def record(
         s = stream(model, context, opts)
         message = await s.result()
         generated = _generated_ids(s)
-    secrets = tuple(s for s in (api_key, options.api_key) if s)
-    body = scrub(bytes(tee.body), secrets)
+    secrets = tuple(
+        dict.fromkeys(x for x in (api_key, options.api_key, *getattr(s, "_secrets", ())) if x)
+    )
+    # Stored decoded: a gzip body would hide an echoed key from every check below.
+    body = decode_body(bytes(tee.body), tee.headers.get("content-encoding", ""))
+    body = scrub_fragments(scrub(body, secrets), secrets)
+    replay_headers = {
+        k: v
+        for k, v in tee.headers.items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    }
+    # The expect is what the written body replays to; the replay also shows a key split
+    # across deltas, which no single JSON string holds.
+    replayed, generated = await _replay(model, context, options, tee.status, replay_headers, body)
+    if leaked(replayed.model_dump_json(), secrets):
+        body = scrub_loosely(body, secrets)
+        replayed, generated = await _replay(
+            model, context, options, tee.status, replay_headers, body
+        )
+    if leaked(body, secrets) or leaked(replayed.model_dump_json(), secrets):
+        raise RecordingLeak(
+            "the response holds a fragment of the call's API key or credential that could "
+            "not be scrubbed; nothing was written"
+        )
     headers = {k.lower(): v for k, v in tee.headers.items() if k.lower() in SAFE_HEADERS}
     meta = {
         "name": name.name,
@@ -178,15 +202,42 @@ async def record(
             "recorded with `stream-core record`; key-shaped strings, auth values and "
             "account ids scrubbed, headers limited to " + ", ".join(sorted(SAFE_HEADERS)),
         ],
-        "expect": expect_of(message, generated),
+        "expect": expect_of(replayed, generated),
     }
     text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
+    meta_bytes = scrub_fragments(scrub(text.encode(), secrets), secrets)
+    if leaked(meta_bytes, secrets):
+        raise RecordingLeak(
+            "the recording's metadata holds a fragment of the call's API key or credential "
+            "that could not be scrubbed; nothing was written"
+        )
     body_path = name.with_name(name.name + ".body")
     meta_path = name.with_name(name.name + ".json")
     name.parent.mkdir(parents=True, exist_ok=True)
     body_path.write_bytes(body)
-    meta_path.write_bytes(scrub(text.encode(), secrets))
+    meta_path.write_bytes(meta_bytes)
     return message, body_path, meta_path
+
+
+async def _replay(
+    model: Model,
+    context: Context,
+    options: StreamOptions,
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+) -> tuple[AssistantMessage, frozenset[str]]:
+    """The message the scrubbed body makes, and the tool-call ids it made up."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, headers=headers, content=body)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        opts = dataclasses.replace(
+            options, client=client, max_retries=0, api_key="replay-not-a-key", headers={}
+        )
+        s = stream(model, context, opts)
+        return await s.result(), _generated_ids(s)
 
 
 def _generated_ids(s: AssistantStream) -> frozenset[str]:

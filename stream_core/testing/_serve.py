@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, TextIO
 from urllib.parse import unquote
 
+from .._options import SECRET_HEADERS
 from ._replay import chunked, load_recording
 
 _OURS = "(the fake vendor's own error)"
@@ -145,7 +146,21 @@ class ServedRequest:
     """What answered: `<api>/<name>` of a recording, `<model>[n]` of a scenario's n-th
     recording (from 1), or `not found` / `scenario exhausted`."""
     raw: bytes = field(default=b"", repr=False)
-    """The request body's bytes."""
+    """The request body's bytes (at most `MAX_KEPT_BODY` of them: see `truncated`)."""
+    truncated: bool = False
+    """The body was longer than `MAX_KEPT_BODY`: `raw` is its start, `body` None."""
+
+    def __repr__(self) -> str:
+        # The headers hold the caller's key: shown redacted, as in every error and log.
+        headers = {
+            k: "[redacted]" if k.lower() in SECRET_HEADERS else v for k, v in self.headers.items()
+        }
+        body = repr(self.body)
+        body = body if len(body) <= 200 else body[:197] + "..."
+        return (
+            f"ServedRequest(method={self.method!r}, path={self.path!r}, model={self.model!r}, "
+            f"status={self.status}, answer={self.answer!r}, headers={headers!r}, body={body})"
+        )
 
 
 @dataclass(frozen=True)
@@ -196,6 +211,19 @@ def _media_type(body: bytes, meta: dict[str, Any]) -> str:
 
 _SAFE_HEADERS = frozenset({"content-type", "retry-after", "retry-after-ms", "x-request-id"})
 
+MAX_REQUEST_BODY = 32 * 1024 * 1024
+"""A request body longer than this is answered 413 without being read."""
+MAX_KEPT_BODY = 1024 * 1024
+"""At most this much of one request body is kept in `FakeVendor.requests`."""
+MAX_KEPT_REQUESTS = 1000
+"""`FakeVendor.requests` keeps the latest this many requests (`requests_dropped` counts
+the older ones): a server answering for hours holds bounded memory."""
+MAX_CONNECTIONS = 256
+"""Connections served at once; one more is closed at once (each holds a thread)."""
+READ_TIMEOUT = 10.0
+"""Seconds a connection may take to send a request's head or body (or to read the
+answer) before it is closed: a half-sent head never holds a thread for long."""
+
 
 class FakeVendor(ThreadingHTTPServer):
     """A fake vendor on loopback; `stream_core.testing.fake_vendor` makes a started one.
@@ -218,7 +246,13 @@ class FakeVendor(ThreadingHTTPServer):
         delay: float = 0.0,
         log: TextIO | None = None,
         request_log: TextIO | None = None,
+        read_timeout: float = READ_TIMEOUT,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
+        self.read_timeout = read_timeout
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.requests_dropped = 0
+        """How many of the oldest requests `requests` no longer holds."""
         self.recordings = index_recordings(Path(root)) if root is not None else {}
         self.scenarios = {m: _Scenario(load_scenario(src)) for m, src in (scenarios or {}).items()}
         self.chunk_size = chunk_size
@@ -288,9 +322,12 @@ class FakeVendor(ThreadingHTTPServer):
     def keep(self, request: ServedRequest) -> None:
         with self._lock:
             self.requests.append(request)
+            if len(self.requests) > MAX_KEPT_REQUESTS:
+                del self.requests[0]
+                self.requests_dropped += 1
             if self.request_log is not None:
                 entry = {
-                    "n": len(self.requests),
+                    "n": len(self.requests) + self.requests_dropped,
                     "method": request.method,
                     "path": request.path,
                     "model": request.model,
@@ -306,6 +343,23 @@ class FakeVendor(ThreadingHTTPServer):
         if isinstance(exc, ConnectionError):
             return  # a client closing its kept-alive connection: normal
         self.note(f"error answering {client_address}: {type(exc).__name__}: {exc}")
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.note(f"refused {client_address}: {MAX_CONNECTIONS} connections already open")
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def start(self) -> threading.Thread:
         """Serve from a daemon thread (tests); `shutdown()` stops it. Idempotent."""
@@ -345,19 +399,23 @@ def fake_vendor(
     port: int = 0,
     log: TextIO | None = None,
     request_log: TextIO | None = None,
+    read_timeout: float = READ_TIMEOUT,
 ) -> FakeVendor:
     """A fake vendor serving from a daemon thread; `with` it (or call `stop()`) to end it.
 
     Point a model at `server.url` (`StreamOptions(base_url=server.url)`; Chat Completions
     clients add `/v1`). `scenarios` maps a model id (a catalog id works) to the recordings
-    it answers in turn; `root` is a folder of recordings picked by model name. Every
-    request is in `server.requests`.
+    it answers in turn; `root` is a folder of recordings picked by model name. The latest
+    requests are in `server.requests` (`MAX_KEPT_REQUESTS`, each body cut to
+    `MAX_KEPT_BODY`); their `repr` hides the key headers. A connection that takes longer
+    than `read_timeout` seconds to send its request is closed; a body over
+    `MAX_REQUEST_BODY`, or with a bad `content-length`, is refused unread (413, 400).
     """
     if root is None and not scenarios:
         raise ValueError("fake_vendor needs a folder of recordings or scenarios")
     server = FakeVendor(
         root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay, log=log,
-        request_log=request_log,
+        request_log=request_log, read_timeout=read_timeout,
     )  # fmt: skip
     server.start()
     return server
@@ -373,9 +431,30 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._answer(b"")
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.read_timeout)
+
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
+        text = (self.headers.get("content-length") or "0").strip()
+        if not text.isdigit():
+            # Negative, or not a number: no length to read (never "read until the end").
+            self.close_connection = True
+            self._refuse(400, f"bad content-length {text[:40]!r}")
+            return
+        length = int(text)
+        if length > MAX_REQUEST_BODY:
+            self.close_connection = True
+            self._refuse(413, f"request body of {length:,} bytes; at most {MAX_REQUEST_BODY:,}")
+            return
         self._answer(self.rfile.read(length) if length else b"")
+
+    def _refuse(self, status: int, text: str) -> None:
+        self.server.note(f"{self.command} {self.path} -> {status} ({text})")
+        data = json.dumps(
+            {"error": {"message": f"fake vendor: {text}", "type": "invalid_request_error"}}
+        )
+        self._send_json(status, data.encode())
 
     def _answer(self, raw: bytes) -> None:
         path = unquote(self.path.split("?", 1)[0])
@@ -392,11 +471,12 @@ class _Handler(BaseHTTPRequestHandler):
             model = match.group(1) if match else ""
         server = self.server
         status, label, body, meta, _ = server.pick(path, model)
+        cut = len(raw) > MAX_KEPT_BODY
         server.keep(
             ServedRequest(
-                method=self.command, path=path, model=model, body=payload,
+                method=self.command, path=path, model=model, body=None if cut else payload,
                 headers={k.lower(): v for k, v in self.headers.items()}, status=status,
-                answer=label, raw=raw,
+                answer=label, raw=raw[:MAX_KEPT_BODY], truncated=cut,
             )
         )  # fmt: skip
         if meta.get(_OURS):
