@@ -73,6 +73,8 @@ from stream_core.provider import (
     setting_in_url,
 )
 
+from ._gemini_schema import SchemaTooLarge, clean_schema, json_schema
+
 API = "google-generative-ai"
 T = TypeVar("T")
 
@@ -196,9 +198,9 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                     {
                         "name": t.name,
                         "description": t.description,
-                        "parameters": clean_schema(t.parameters),
+                        "parameters": _tool_schema(i, t.name, t.parameters),
                     }
-                    for t in context.tools
+                    for i, t in enumerate(context.tools)
                 ]
             }
         ]
@@ -215,6 +217,18 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["cachedContent"] = cached  # explicit cache (implicit caching needs nothing)
     url = _base_url(model, options).rstrip("/") + f"/models/{model.id}:streamGenerateContent"
     return WireRequest(url=url + "?alt=sse", payload=payload)
+
+
+def _tool_schema(index: int, name: str, parameters: Any) -> Any:
+    try:
+        return clean_schema(parameters)
+    except SchemaTooLarge as exc:
+        raise ValueError(f"context.tools[{index}].parameters ({name!r}): {exc}") from None
+    except RecursionError:
+        raise ValueError(
+            f"context.tools[{index}].parameters ({name!r}): nested too deeply to rewrite "
+            "for Gemini"
+        ) from None
 
 
 def _thinking_config(model: Model, options: StreamOptions) -> dict[str, Any]:
@@ -395,178 +409,6 @@ def _model_parts(model: Model, m: AssistantMessage) -> list[dict[str, Any]]:
                 part["thoughtSignature"] = signature
             parts.append(part)
     return parts
-
-
-# JSON-Schema keywords Gemini's `Schema` accepts; any other one fails the whole request.
-_SCHEMA_KEYS = frozenset(
-    {
-        "type",
-        "format",
-        "title",
-        "description",
-        "nullable",
-        "enum",
-        "items",
-        "minItems",
-        "maxItems",
-        "properties",
-        "required",
-        "minProperties",
-        "maxProperties",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minimum",
-        "maximum",
-        "default",
-        "example",
-        "anyOf",
-        "propertyOrdering",
-    }
-)
-_FORMATS = {
-    "string": {"enum", "date-time"},
-    "integer": {"int32", "int64"},
-    "number": {"float", "double"},
-}
-
-
-def clean_schema(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
-    """A JSON Schema rewritten into the subset Gemini takes: `$ref`s inlined (a cycle or a
-    dangling one becomes a bare object), `const` as a one-value enum, a `type` list or a
-    null branch of `anyOf`/`oneOf` as `nullable`, unknown keywords and formats dropped."""
-    if not isinstance(schema, dict):
-        return schema
-    if defs is None:
-        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        target = defs.get(ref.rsplit("/", 1)[-1])
-        if target is None or depth > 16:
-            return {"type": "object"}
-        merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-        return clean_schema(merged, defs, depth + 1)
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: clean_schema(v, defs, depth + 1) for name, v in value.items()}
-        elif key == "items":
-            item = value[0] if isinstance(value, list) and value else value
-            out[key] = clean_schema(item, defs, depth + 1)
-        elif key in ("anyOf", "oneOf") and isinstance(value, list):
-            branches = [b for b in value if not (isinstance(b, dict) and b.get("type") == "null")]
-            if len(branches) < len(value):
-                out["nullable"] = True
-            cleaned = [clean_schema(b, defs, depth + 1) for b in branches]
-            if len(cleaned) == 1 and isinstance(cleaned[0], dict):
-                out.update(cleaned[0])
-            elif cleaned:
-                out["anyOf"] = cleaned
-        elif key == "allOf" and isinstance(value, list):
-            for b in value:
-                cleaned = clean_schema(b, defs, depth + 1)
-                if isinstance(cleaned, dict):
-                    out.update(cleaned)
-        elif key == "const":
-            out["enum"] = [value]
-        elif key == "type" and isinstance(value, list):
-            kinds = [t for t in value if t != "null"]
-            if len(kinds) < len(value):
-                out["nullable"] = True
-            if kinds:
-                out["type"] = kinds[0]
-        elif key in _SCHEMA_KEYS:
-            out[key] = value
-    enum = out.get("enum")
-    if enum is not None and not (isinstance(enum, list) and all(isinstance(e, str) for e in enum)):
-        del out["enum"]  # Gemini takes string enums only
-    fmt = out.get("format")
-    if fmt is not None and fmt not in _FORMATS.get(str(out.get("type")), ()):
-        del out["format"]
-    required, props = out.get("required"), out.get("properties")
-    if isinstance(required, list):
-        kept = [r for r in required if isinstance(props, dict) and r in props]
-        if kept:
-            out["required"] = kept
-        else:
-            del out["required"]
-    return out
-
-
-# The JSON-Schema keywords `responseJsonSchema` documents (others are not honoured).
-_JSON_SCHEMA_KEYS = frozenset(
-    {
-        "$id",
-        "$defs",
-        "$ref",
-        "$anchor",
-        "type",
-        "format",
-        "title",
-        "description",
-        "enum",
-        "items",
-        "prefixItems",
-        "minItems",
-        "maxItems",
-        "minimum",
-        "maximum",
-        "anyOf",
-        "oneOf",
-        "properties",
-        "additionalProperties",
-        "required",
-        "propertyOrdering",
-    }
-)
-_SUBSCHEMA_MAPS = frozenset({"properties", "$defs"})
-_SUBSCHEMA_LISTS = frozenset({"anyOf", "oneOf", "prefixItems"})
-
-
-def json_schema(schema: Any) -> Any:
-    """A JSON Schema trimmed to the keywords `generationConfig.responseJsonSchema` takes.
-
-    Unlike `clean_schema` (the OpenAPI-style `Schema` of tool parameters) it stays JSON
-    Schema: `$ref`/`$defs` are kept (Gemini resolves them), and a null type or branch stays
-    a null type or branch (`Schema`'s `nullable` means nothing here). `allOf` branches are
-    merged, `const` becomes a one-value enum, `definitions` becomes `$defs`, an enum of
-    anything but strings and numbers is dropped, and a `$ref` keeps only its `$` siblings
-    (the documented rule)."""
-    if not isinstance(schema, dict):
-        return schema
-    node = dict(schema)
-    branches = node.pop("allOf", None)
-    if isinstance(branches, list):
-        for branch in branches:
-            if isinstance(branch, dict):
-                node = {**branch, **node}
-    if "const" in node and "enum" not in node:
-        node["enum"] = [node["const"]]
-    legacy = node.pop("definitions", None)
-    if isinstance(legacy, dict):
-        node["$defs"] = {**legacy, **(node.get("$defs") or {})}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key not in _JSON_SCHEMA_KEYS:
-            continue
-        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: json_schema(v) for name, v in value.items()}
-        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
-            out[key] = [json_schema(v) for v in value]
-        elif key in ("items", "additionalProperties"):
-            out[key] = json_schema(value)
-        elif key == "$ref" and isinstance(value, str):
-            out[key] = value.replace("#/definitions/", "#/$defs/", 1)
-        else:
-            out[key] = value
-    if "$ref" in out:
-        return {k: v for k, v in out.items() if k.startswith("$")}
-    enum = out.get("enum")
-    if enum is not None and not (
-        isinstance(enum, list) and all(type(e) in (str, int, float) for e in enum)
-    ):
-        del out["enum"]
-    return out
 
 
 # --- response -----------------------------------------------------------------------------
