@@ -226,8 +226,7 @@ def _tool_schema(index: int, name: str, parameters: Any) -> Any:
         raise ValueError(f"context.tools[{index}].parameters ({name!r}): {exc}") from None
     except RecursionError:
         raise ValueError(
-            f"context.tools[{index}].parameters ({name!r}): nested too deeply to rewrite "
-            "for Gemini"
+            f"context.tools[{index}].parameters ({name!r}): nested too deeply to rewrite for Gemini"
         ) from None
 
 
