@@ -60,11 +60,27 @@ PERCALL = Path(__file__).resolve().parent / "percall.py"
 def _single_cmd(job: Job) -> list[str]:
     if job.calls is not None:
         assert job.url is not None
-        return [sys.executable, str(PERCALL), "--worker", job.side, job.provider, job.url,
-                "--calls", str(job.calls)]
+        return [
+            sys.executable,
+            str(PERCALL),
+            "--worker",
+            job.side,
+            job.provider,
+            job.url,
+            "--calls",
+            str(job.calls),
+        ]
     where = ["--url", job.url] if job.url else ["--body", str(job.body)]
-    return [sys.executable, str(RUN), "--single", job.provider, job.kind, job.side,
-            str(job.size), *where]
+    return [
+        sys.executable,
+        str(RUN),
+        "--single",
+        job.provider,
+        job.kind,
+        job.side,
+        str(job.size),
+        *where,
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -84,8 +100,13 @@ def _check_single(job: Job, stdout: str) -> None:
 
 
 def instructions(job: Job) -> int:
-    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
-           "--cachegrind-out-file=/dev/null", *_single_cmd(job)]
+    cmd = [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        "--cachegrind-out-file=/dev/null",
+        *_single_cmd(job),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -115,29 +136,41 @@ def _mark(ratio: float, target: float) -> str:
 
 
 def print_tables(rows: list[Row], small: int, large: int) -> None:
-    print(f"instructions per SSE event = (I({large}) - I({small})) / Δevents; "
-          f"ratio = stream-core / bare (target <= {bench.TEXT_TARGET}x)")
-    head = (f"{'provider':<19} {'stream':<6} {'Δevents':>8} {'bare instr/ev':>14} "
-            f"{'stream-core instr/ev':>21} {'ratio':>7}  target")
+    print(
+        f"instructions per SSE event = (I({large}) - I({small})) / Δevents; "
+        f"ratio = stream-core / bare (target <= {bench.TEXT_TARGET}x)"
+    )
+    head = (
+        f"{'provider':<19} {'stream':<6} {'Δevents':>8} {'bare instr/ev':>14} "
+        f"{'stream-core instr/ev':>21} {'ratio':>7}  target"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r.provider:<19} {r.kind:<6} {r.events:>8} {r.bare:>14,.0f} {r.core:>21,.0f} "
-              f"{r.ratio:>6.2f}x  {_mark(r.ratio, bench.TEXT_TARGET)}")
+        print(
+            f"{r.provider:<19} {r.kind:<6} {r.events:>8} {r.bare:>14,.0f} {r.core:>21,.0f} "
+            f"{r.ratio:>6.2f}x  {_mark(r.ratio, bench.TEXT_TARGET)}"
+        )
     pairs = _pairs(rows)
     if not pairs:
         return
     print()
-    print(f"stream-core tool stream / text stream, instructions per event "
-          f"(target <= {bench.TOOL_TARGET}x)")
-    head = (f"{'provider':<19} {'text instr/ev':>14} {'tool instr/ev':>14} {'tool/text':>10}"
-            f"  target  {'(bare tool/text)':>16}")
+    print(
+        f"stream-core tool stream / text stream, instructions per event "
+        f"(target <= {bench.TOOL_TARGET}x)"
+    )
+    head = (
+        f"{'provider':<19} {'text instr/ev':>14} {'tool instr/ev':>14} {'tool/text':>10}"
+        f"  target  {'(bare tool/text)':>16}"
+    )
     print(head)
     print("-" * len(head))
     for text, tool in pairs:
         ratio = tool.core / text.core
-        print(f"{text.provider:<19} {text.core:>14,.0f} {tool.core:>14,.0f} {ratio:>9.2f}x  "
-              f"{_mark(ratio, bench.TOOL_TARGET):<6}  {tool.bare / text.bare:>15.2f}x")
+        print(
+            f"{text.provider:<19} {text.core:>14,.0f} {tool.core:>14,.0f} {ratio:>9.2f}x  "
+            f"{_mark(ratio, bench.TOOL_TARGET):<6}  {tool.bare / text.bare:>15.2f}x"
+        )
 
 
 def _pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
@@ -149,8 +182,9 @@ def _run_all(jobs: list[Job], n_jobs: int) -> dict[Job, int]:
     # One plain run each: catches a broken replay in seconds, and writes any missing
     # .pyc files so no counted run pays for compiling.
     for job in jobs:
-        proc = subprocess.run(_single_cmd(job), capture_output=True, text=True,
-                              env=_env(), check=True)
+        proc = subprocess.run(
+            _single_cmd(job), capture_output=True, text=True, env=_env(), check=True
+        )
         _check_single(job, proc.stdout)
     started = time.monotonic()
     counts: dict[Job, int] = {}
@@ -158,8 +192,11 @@ def _run_all(jobs: list[Job], n_jobs: int) -> dict[Job, int]:
     def count(job: Job) -> None:
         counts[job] = instructions(job)
         what = f"{job.calls} calls" if job.calls is not None else f"{job.kind} {job.size}"
-        print(f"  [{time.monotonic() - started:5.0f}s] {job.provider} {job.side} {what}: "
-              f"{counts[job]:,} instructions", file=sys.stderr)
+        print(
+            f"  [{time.monotonic() - started:5.0f}s] {job.provider} {job.side} {what}: "
+            f"{counts[job]:,} instructions",
+            file=sys.stderr,
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, n_jobs)) as pool:
         list(pool.map(count, jobs))
@@ -177,13 +214,17 @@ def main_percall(args: argparse.Namespace) -> int:
             name = f"percall-{provider}"
             server.add(name, bench.make_body(provider, "text", 20).data)
             url = server.base_url(name)
-            jobs += [Job(provider, "text", side, 0, Path(), 0, url, calls)
-                     for side in sides for calls in (0, 1, n + 1)]
+            jobs += [
+                Job(provider, "text", side, 0, Path(), 0, url, calls)
+                for side in sides
+                for calls in (0, 1, n + 1)
+            ]
         counts = _run_all(jobs, args.jobs)
 
     def count(provider: str, side: str, calls: int) -> int:
-        return counts[next(j for j in jobs if (j.provider, j.side, j.calls)
-                            == (provider, side, calls))]
+        return counts[
+            next(j for j in jobs if (j.provider, j.side, j.calls) == (provider, side, calls))
+        ]
 
     rows = []
     for provider in args.providers:
@@ -191,50 +232,86 @@ def main_percall(args: argparse.Namespace) -> int:
             setup = count(provider, side, 0)
             first = count(provider, side, 1) - setup
             each = (count(provider, side, n + 1) - count(provider, side, 1)) / n
-            rows.append({"provider": provider, "side": side, "setup_instructions": setup,
-                         "first_call_instructions": first, "per_call_instructions": each})
+            rows.append(
+                {
+                    "provider": provider,
+                    "side": side,
+                    "setup_instructions": setup,
+                    "first_call_instructions": first,
+                    "per_call_instructions": each,
+                }
+            )
     if args.json:
         print(json.dumps({"calls": n, "rows": rows}, indent=2))
         return 0
-    print(f"instructions per call, {n} calls after the first: (I({n + 1} calls) - I(1)) / {n}; "
-          f"first call = I(1) - I(0); set-up = I(0) (interpreter start and imports)")
-    head = (f"{'provider':<19} {'side':<12} {'set-up':>15} {'first call':>14} "
-            f"{'per later call':>15}")
+    print(
+        f"instructions per call, {n} calls after the first: (I({n + 1} calls) - I(1)) / {n}; "
+        f"first call = I(1) - I(0); set-up = I(0) (interpreter start and imports)"
+    )
+    head = f"{'provider':<19} {'side':<12} {'set-up':>15} {'first call':>14} {'per later call':>15}"
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['provider']:<19} {r['side']:<12} {r['setup_instructions']:>15,} "
-              f"{r['first_call_instructions']:>14,} {r['per_call_instructions']:>15,.0f}")
+        print(
+            f"{r['provider']:<19} {r['side']:<12} {r['setup_instructions']:>15,} "
+            f"{r['first_call_instructions']:>14,} {r['per_call_instructions']:>15,.0f}"
+        )
     print()
     for provider in args.providers:
-        bare, core = (next(r for r in rows if (r["provider"], r["side"]) == (provider, side))
-                      for side in sides)
+        bare, core = (
+            next(r for r in rows if (r["provider"], r["side"]) == (provider, side))
+            for side in sides
+        )
         ratio = core["per_call_instructions"] / bare["per_call_instructions"]
-        print(f"{provider:<19} per later call, stream-core / bare: {ratio:.2f}x "
-              f"(target <= {percall.TARGET}x)")
+        print(
+            f"{provider:<19} per later call, stream-core / bare: {ratio:.2f}x "
+            f"(target <= {percall.TARGET}x)"
+        )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=("inprocess", "socket", "percall"),
-                        default="inprocess", help="what to count (default: in-process)")
-    parser.add_argument("--sizes", type=int, nargs=2, default=[5000, 20000],
-                        metavar=("SMALL", "LARGE"), help="deltas per stream, two sizes")
+    parser.add_argument(
+        "--mode",
+        choices=("inprocess", "socket", "percall"),
+        default="inprocess",
+        help="what to count (default: in-process)",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs=2,
+        default=[5000, 20000],
+        metavar=("SMALL", "LARGE"),
+        help="deltas per stream, two sizes",
+    )
     parser.add_argument("--calls", type=int, default=30, help="percall: calls after the first")
     parser.add_argument("--only", choices=bench.KINDS, help="run one stream kind")
-    parser.add_argument("--providers", nargs="+", choices=bench.PROVIDERS,
-                        default=list(bench.PROVIDERS))
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                        help="valgrind processes at once (counts do not depend on it)")
+    parser.add_argument(
+        "--providers", nargs="+", choices=bench.PROVIDERS, default=list(bench.PROVIDERS)
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="valgrind processes at once (counts do not depend on it)",
+    )
     parser.add_argument("--json", action="store_true", help="print results as JSON")
-    parser.add_argument("--sides", nargs="+", choices=bench.SIDES, default=list(bench.SIDES),
-                        help="count these sides only (one side prints its counts, no ratio)")
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=bench.SIDES,
+        default=list(bench.SIDES),
+        help="count these sides only (one side prints its counts, no ratio)",
+    )
     args = parser.parse_args(argv)
 
     if shutil.which("valgrind") is None:
-        print("valgrind is not installed, so there is nothing to count; install it "
-              "(e.g. `apt-get install valgrind`) and run again. Skipping.")
+        print(
+            "valgrind is not installed, so there is nothing to count; install it "
+            "(e.g. `apt-get install valgrind`) and run again. Skipping."
+        )
         return 0
     if args.mode == "percall":
         return main_percall(args)
@@ -255,16 +332,25 @@ def main(argv: list[str] | None = None) -> int:
                         path = Path(tmp) / f"{name}.sse"
                         path.write_bytes(body.data)
                         url = server.base_url(name) if server is not None else None
-                        jobs += [Job(provider, kind, side, size, path, body.events, url)
-                                 for side in bench.SIDES if side in args.sides]
+                        jobs += [
+                            Job(provider, kind, side, size, path, body.events, url)
+                            for side in bench.SIDES
+                            if side in args.sides
+                        ]
             counts = _run_all(jobs, args.jobs)
         finally:
             if server is not None:
                 server.close()
 
     def per_event(provider: str, kind: str, side: str) -> tuple[float, int]:
-        lo, hi = (next(j for j in jobs if (j.provider, j.kind, j.side, j.size)
-                       == (provider, kind, side, size)) for size in (small, large))
+        lo, hi = (
+            next(
+                j
+                for j in jobs
+                if (j.provider, j.kind, j.side, j.size) == (provider, kind, side, size)
+            )
+            for size in (small, large)
+        )
         events = hi.events - lo.events
         return (counts[hi] - counts[lo]) / events, events
 
@@ -272,8 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         for provider in args.providers:
             for kind in bench.kinds_for(provider, kinds):
                 value, events = per_event(provider, kind, args.sides[0])
-                print(f"{provider:<24} {kind:<5} {args.sides[0]:<12} {value:>10,.0f} "
-                      f"instructions/event ({events} events)")
+                print(
+                    f"{provider:<24} {kind:<5} {args.sides[0]:<12} {value:>10,.0f} "
+                    f"instructions/event ({events} events)"
+                )
         return 0
     rows = []
     for provider in args.providers:
@@ -286,14 +374,32 @@ def main(argv: list[str] | None = None) -> int:
         out: dict[str, Any] = {
             "mode": args.mode,
             "sizes": [small, large],
-            "rows": [{"provider": r.provider, "stream": r.kind, "delta_events": r.events,
-                      "bare_instructions_per_event": r.bare,
-                      "stream_core_instructions_per_event": r.core, "ratio": r.ratio}
-                     for r in rows],
-            "tool_over_text": [{"provider": t.provider, "ratio": u.core / t.core,
-                                "bare_ratio": u.bare / t.bare} for t, u in _pairs(rows)],
-            "raw": [{"provider": j.provider, "stream": j.kind, "side": j.side, "size": j.size,
-                     "events": j.events, "instructions": counts[j]} for j in jobs],
+            "rows": [
+                {
+                    "provider": r.provider,
+                    "stream": r.kind,
+                    "delta_events": r.events,
+                    "bare_instructions_per_event": r.bare,
+                    "stream_core_instructions_per_event": r.core,
+                    "ratio": r.ratio,
+                }
+                for r in rows
+            ],
+            "tool_over_text": [
+                {"provider": t.provider, "ratio": u.core / t.core, "bare_ratio": u.bare / t.bare}
+                for t, u in _pairs(rows)
+            ],
+            "raw": [
+                {
+                    "provider": j.provider,
+                    "stream": j.kind,
+                    "side": j.side,
+                    "size": j.size,
+                    "events": j.events,
+                    "instructions": counts[j],
+                }
+                for j in jobs
+            ],
         }
         print(json.dumps(out, indent=2))
     else:

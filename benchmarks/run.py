@@ -63,6 +63,8 @@ _KINDS_OF: dict[str, tuple[str, ...]] = {"ollama-chat": ("text",)}
 
 def kinds_for(provider: str, kinds: list[str]) -> list[str]:
     return [k for k in kinds if k in _KINDS_OF.get(provider, KINDS)]
+
+
 SIDES = ("bare", "stream-core")
 CHUNK_SIZE = 64 * 1024
 BASE_URL = "https://bench.invalid"

@@ -33,9 +33,7 @@ def _reads_answers(api: str) -> bool:
 
 def _answers(api: str) -> list[Fixture]:
     return [
-        f
-        for f in load_fixtures(api)
-        if not f.streamed and int(f.meta.get("status") or 200) < 300
+        f for f in load_fixtures(api) if not f.streamed and int(f.meta.get("status") or 200) < 300
     ]
 
 

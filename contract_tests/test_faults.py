@@ -439,6 +439,7 @@ def test_length_stop_fails_every_tool_call(fixture: Fixture) -> None:
 
 # --- more failure paths -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("api", APIS)
 def test_vendor_error_before_any_content_is_retried(api: str) -> None:
     """If this fails: an error event before the first update may be retried (CONTRACT 4)."""

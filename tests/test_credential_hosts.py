@@ -223,7 +223,7 @@ async def test_a_bedrock_region_that_is_not_a_name_raises_naming_where_it_came_f
 
 
 async def test_a_bedrock_region_of_another_type_raises(sent: respx.Route) -> None:
-    with pytest.raises(ValueError, match=r'extra\["region"\]'):
+    with pytest.raises(TypeError, match=r"extra\['region'\]"):
         stream_core.stream(_bedrock(), CONTEXT, StreamOptions(api_key=KEY, extra={"region": 7}))
 
 

@@ -72,8 +72,12 @@ def kit_runs(python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     script.write_text(textwrap.dedent(FAUX_AND_SERVE))
     runs = {
         "faux_serve": subprocess.Popen(
-            [str(python), str(script)], cwd=script.parent, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [str(python), str(script)],
+            cwd=script.parent,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )  # fmt: skip
     }
     for module in ("acme_provider", "acme_broken"):

@@ -44,9 +44,7 @@ def _translator(asm: Assembler) -> Translator:
     return translate
 
 
-WIRE = dataclasses.replace(
-    _GOOD_WIRE, translator=_translator, stop_reasons=_BROKEN_STOP_REASONS
-)
+WIRE = dataclasses.replace(_GOOD_WIRE, translator=_translator, stop_reasons=_BROKEN_STOP_REASONS)
 
 
 class _ForgetsToolCallEnd(AssistantStream):

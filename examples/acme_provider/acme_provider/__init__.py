@@ -53,8 +53,10 @@ def build_request(model: Model, context: Context, options: StreamOptions) -> Wir
     messages: list[dict[str, Any]] = []
     for m in context.messages:
         if isinstance(m, UserMessage):
-            text = m.content if isinstance(m.content, str) else "".join(
-                b.text for b in m.content if isinstance(b, TextContent)
+            text = (
+                m.content
+                if isinstance(m.content, str)
+                else "".join(b.text for b in m.content if isinstance(b, TextContent))
             )
             messages.append({"role": "user", "text": text})
         elif isinstance(m, AssistantMessage):
