@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+from doc_pages import docs_text
 
 import stream_core
 from stream_core import Context, StreamOptions, UserMessage, complete_sync, get_model
@@ -40,7 +41,7 @@ HELLO = Context(messages=[UserMessage(content="hi")])
 
 def _readme_file(name: str) -> str:
     """The README's python block whose first line is `# tests/<name>`."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    blocks = re.findall(r"```python\n(.*?)```", docs_text(), re.S)
     (block,) = [b for b in blocks if b.startswith(f"# tests/{name}\n")]
     return block
 

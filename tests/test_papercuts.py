@@ -21,6 +21,7 @@ import anyio
 import httpx
 import pytest
 import respx
+from doc_pages import docs_text
 from stream_core.contract_tests.kit import (
     contract_model,
     framing,
@@ -243,7 +244,7 @@ def test_total_usage_sums_a_conversation() -> None:
 
 
 def test_the_readme_says_cost_is_a_cost_object() -> None:
-    text = README.read_text()
+    text = docs_text()
     assert "`cost` is in USD" not in text
     assert "`cost` is a `Cost`" in text
     # The quick start's print shows a number, not an object.
@@ -304,7 +305,7 @@ def test_jsonl_keeps_each_tool_result_in_the_form_it_had() -> None:
 
 def _base_url_table() -> dict[str, str]:
     """API -> path appended, from the README's table."""
-    text = README.read_text()
+    text = docs_text()
     start = text.index("<!-- base_url table")
     end = text.index("<!-- end base_url table -->")
     rows = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import respx
+from doc_pages import docs_text
 from stream_core.contract_tests.kit import sse_response
 
 import stream_core
@@ -77,7 +78,7 @@ def test_quick_start_without_a_key_says_so_and_fails(monkeypatch: pytest.MonkeyP
 
 
 def test_plugin_section_lists_every_wire_api_field_and_the_finished_flag() -> None:
-    text = README.read_text()
+    text = docs_text()
     section = text.split("## Adding a provider")[1].split("\n## ")[0]
 
     for f in dataclasses.fields(WireAPI):
@@ -146,14 +147,14 @@ def controls_table() -> str:
 
 
 def test_the_controls_table_is_the_providers_own() -> None:
-    text = README.read_text()
+    text = docs_text()
     start = "generated from each WireAPI.controls; tests/test_readme.py checks it -->"
     block = text.split(start)[1].split("<!-- end controls table -->")[0].strip()
     assert block == controls_table(), "README table out of date; expected:\n" + controls_table()
 
 
 def test_the_layout_names_every_module_of_the_package() -> None:
-    section = README.read_text().split("## Layout")[1].split("\n## ")[0]
+    section = docs_text().split("## Layout")[1].split("\n## ")[0]
     package = README.parent / "stream_core"
     names = [p.name for p in package.glob("*.py") if p.name not in ("__init__.py", "provider.py")]
     names += [f"{p.name}/" for p in package.iterdir() if p.is_dir() and p.name.startswith("_")]
@@ -164,7 +165,7 @@ def test_the_layout_names_every_module_of_the_package() -> None:
 
 
 def own_records_snippets() -> list[str]:
-    section = README.read_text().split("## Your own records in the history")[1].split("\n## ")[0]
+    section = docs_text().split("## Your own records in the history")[1].split("\n## ")[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
@@ -213,3 +214,12 @@ def test_the_compaction_example_runs_and_sends_the_summary(
     exec(compile(own_role, "README.md", "exec", dont_inherit=True), namespace)
     todo = namespace["TodoList"](items=["book the hotel"])  # type: ignore[operator]
     assert todo.to_messages()[0].content == "Open tasks:\n- book the hotel"
+
+
+def test_the_readme_is_a_newcomers_page() -> None:
+    """Install, the two commands, a quick start and links: the rest is on the docs site."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 300
+    assert "pip install stream-core" in text
+    for guide in (README.parent / "docs" / "guides").glob("*.md"):
+        assert f"(docs/guides/{guide.name}" in text, f"README does not link {guide.name}"
