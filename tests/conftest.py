@@ -1,8 +1,23 @@
-"""Shared fixtures: every `@pytest.mark.anyio` test runs under asyncio and under trio."""
+"""Shared fixtures: every `@pytest.mark.anyio` test runs under asyncio and under trio; the
+tests listed in `slow_tests.txt` are marked `slow` (the fast loop leaves them out)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+_SLOW = frozenset(
+    line.strip()
+    for line in (Path(__file__).parent / "slow_tests.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("[", 1)[0] in _SLOW:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(params=["asyncio", "trio"])
