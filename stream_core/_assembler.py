@@ -449,7 +449,7 @@ class Assembler:
             msg.stop_reason = "aborted" if error.kind == "aborted" else "error"
             msg.error = error
         else:
-            self._settle_stop_reason()
+            _settle_stop_reason(msg, self._stop_rule, self._stop_reasons, self._stop_detail)
         if self.output is not None:
             msg.output_mode = self.output.mode
             if read_output:
@@ -462,37 +462,6 @@ class Assembler:
             u.reasoning = u.output
         self._recount()
         return msg
-
-    def _settle_stop_reason(self) -> None:
-        msg = self.message
-        raw = msg.raw_stop_reason
-        rule: StopRule = "stop"
-        if self._stop_rule is not None:
-            rule = self._stop_rule
-        elif raw is not None:
-            found = self._stop_reasons.get(raw)
-            if found is None:
-                if first_time(_warned_unknown, msg.api, raw):
-                    logger.warning(
-                        "%s: unknown stop reason %s, treated as stop", msg.api, quote(raw)
-                    )
-            else:
-                rule = found
-        calls = [b for b in msg.content if isinstance(b, ToolCall)]
-        if rule == "length":
-            for call in calls:
-                call.truncated = True
-            msg.stop_reason = "length"
-        elif rule == "stop" or rule == "tool_use":
-            # `tool_use` whenever a call is held, whatever the vendor said (CONTRACT 3.3).
-            msg.stop_reason = "tool_use" if calls else "stop"
-        else:
-            # Any other rule is an error kind: the vendor's stop value says the call failed.
-            msg.stop_reason = "aborted" if rule == "aborted" else "error"
-            text = f"the model stopped: {raw}"
-            if self._stop_detail:
-                text += f" ({self._stop_detail})"
-            msg.error = StreamError(kind=rule, message=text, retryable=rule in RETRYABLE_KINDS)
 
     def output_text(self) -> str | None:
         """The text to read the structured answer from: only of a message that stopped
@@ -510,6 +479,43 @@ class Assembler:
         else:
             msg.stop_reason = "error"
             msg.error = StreamError(kind="invalid_output", message=problem)
+
+
+def _settle_stop_reason(
+    msg: AssistantMessage,
+    forced: StopRule | None,
+    table: Mapping[str, StopRule],
+    detail: str | None,
+) -> None:
+    """The message's stop reason from the vendor's raw one (or a rule the translator set):
+    `tool_use` whenever a call is held, `length` truncating every call, any other rule an
+    error of that kind."""
+    raw = msg.raw_stop_reason
+    rule: StopRule = "stop"
+    if forced is not None:
+        rule = forced
+    elif raw is not None:
+        found = table.get(raw)
+        if found is None:
+            if first_time(_warned_unknown, msg.api, raw):
+                logger.warning("%s: unknown stop reason %s, treated as stop", msg.api, quote(raw))
+        else:
+            rule = found
+    calls = [b for b in msg.content if isinstance(b, ToolCall)]
+    if rule == "length":
+        for call in calls:
+            call.truncated = True
+        msg.stop_reason = "length"
+    elif rule == "stop" or rule == "tool_use":
+        # `tool_use` whenever a call is held, whatever the vendor said (CONTRACT 3.3).
+        msg.stop_reason = "tool_use" if calls else "stop"
+    else:
+        # Any other rule is an error kind: the vendor's stop value says the call failed.
+        msg.stop_reason = "aborted" if rule == "aborted" else "error"
+        text = f"the model stopped: {raw}"
+        if detail:
+            text += f" ({detail})"
+        msg.error = StreamError(kind=rule, message=text, retryable=rule in RETRYABLE_KINDS)
 
 
 _MAX_COUNT = 10**1000

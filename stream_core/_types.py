@@ -8,20 +8,17 @@ round-trips through JSON exactly (`model_dump(mode="json")` then `model_validate
 from __future__ import annotations
 
 import sys
-import time
 import typing
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
     Field,
     PlainValidator,
     PrivateAttr,
-    RootModel,
     SerializeAsAny,
     SerializerFunctionWrapHandler,
     Tag,
@@ -61,240 +58,19 @@ __all__ = [
 ]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class _Model(BaseModel):
-    # Unknown fields are kept so a record written by a newer version survives a round trip.
-    model_config = ConfigDict(extra="allow", defer_build=True)
-
-
-# --- content blocks ---------------------------------------------------------------------
-
-
-class TextContent(_Model):
-    """A block of text: in a user message, a tool result, or the assistant's answer."""
-
-    type: Literal["text"] = "text"
-    text: str = ""
-    text_signature: str | None = None
-    """Vendor id or signature of the text part, sent back verbatim to the same model."""
-
-
-class ThinkingContent(_Model):
-    """The model's reasoning, as the vendor showed it (a summary, the full text, or nothing but
-    an encrypted payload when `redacted`). Sent back verbatim to the same model; another
-    model gets it as text (`prepare_messages`)."""
-
-    type: Literal["thinking"] = "thinking"
-    thinking: str = ""
-    signature: str | None = None
-    """Opaque vendor signature (Anthropic), or the delta field the reasoning came from."""
-    redacted: bool = False
-    """True when the vendor sent only an encrypted payload (kept in `signature`)."""
-
-
-class ImageContent(_Model):
-    """An image in a user message or a tool result: base64 `data` and its `mime_type`
-    (`image/png`, ...). Sent only to models whose `Model.input` lists `image`; others get
-    `IMAGE_OMITTED_TEXT` in its place."""
-
-    type: Literal["image"] = "image"
-    data: str
-    """Base64-encoded image bytes."""
-    mime_type: str
-
-
-class ToolCall(_Model):
-    """A tool call the model made: `id` (unique in the message; the vendor's, or made up when
-    it sent none), the tool `name` and the parsed `arguments`. Answer it with one
-    `ToolResultMessage` of the same `tool_call_id`; never run one that is `truncated`."""
-
-    type: Literal["tool_call"] = "tool_call"
-    id: str = ""
-    name: str = ""
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    thought_signature: str | None = None
-    truncated: bool = False
-    """The call is not to be executed: the output limit cut it, or its arguments are not
-    valid JSON. `fail_truncated_tool_calls` answers it with an error result."""
-    partial_json: str = Field(default="", exclude=True, repr=False)
-    """The raw argument text received so far, while the call streams (not persisted)."""
-
-    def partial_arguments(self) -> Any:
-        """Best-effort parse of the arguments received so far (on demand, never per delta)."""
-        from ._json import parse_partial_json
-
-        return parse_partial_json(self.partial_json) if self.partial_json else self.arguments
-
-
-class UnknownContent(RootModel[dict[str, Any]]):
-    """A block whose `type` this version does not know (a vendor's newer block such as
-    `server_tool_use`, in a history written by a newer version), kept exactly as loaded:
-    `dump_messages` writes it back unchanged and no provider sends it.
-
-    Only `load_messages` (or validation with `context=KEEP_UNKNOWN_BLOCKS`) makes one:
-    elsewhere an unknown type is an error, so a typo is never silently left out of a request.
-    """
-
-    model_config = ConfigDict(defer_build=True)
-
-    @property
-    def type(self) -> str:
-        return str(self.root.get("type"))
-
-
-_KEEP = "stream_core.keep_unknown_blocks"
-KEEP_UNKNOWN_BLOCKS: dict[str, bool] = {_KEEP: True}
-"""Validation context that keeps blocks of unknown types as `UnknownContent`
-(`AssistantMessage.model_validate(data, context=KEEP_UNKNOWN_BLOCKS)`)."""
-
-
-def _tagger(*known: str) -> Any:
-    def tag(value: Any) -> str | None:
-        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-        if not isinstance(kind, str):
-            return None  # no tag: pydantic names the missing discriminator
-        return kind if kind in known else "unknown"
-
-    return Discriminator(
-        tag,
-        custom_error_type="missing_block_type",
-        custom_error_message=f"a content block needs a string `type` ({', '.join(known)})",
-    )
-
-
-def _known_block(value: Any, info: ValidationInfo) -> Any:
-    if isinstance(value, UnknownContent) and not (info.context or {}).get(_KEEP):
-        raise ValueError(
-            f"unknown content type {value.type!r} (load_messages keeps such blocks as they are)"
-        )
-    return value
-
-
-AssistantContent = Annotated[
-    Annotated[TextContent, Tag("text")]
-    | Annotated[ThinkingContent, Tag("thinking")]
-    | Annotated[ToolCall, Tag("tool_call")]
-    | Annotated[UnknownContent, Tag("unknown")],
-    _tagger("text", "thinking", "tool_call"),
-    AfterValidator(_known_block),
-]
-UserContent = Annotated[
-    Annotated[TextContent, Tag("text")]
-    | Annotated[ImageContent, Tag("image")]
-    | Annotated[UnknownContent, Tag("unknown")],
-    _tagger("text", "image"),
-    AfterValidator(_known_block),
-]
-
-
-# --- usage and errors -------------------------------------------------------------------
-
-
-_COST_FIELDS = ("input", "output", "cache_read", "cache_write", "total")
-_USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning", "total_tokens")
-
-
-class Cost(_Model):
-    """USD, per component and in total.
-
-    Costs add (`a + b`, and `sum(costs)`): field by field, a new object."""
-
-    input: float = 0.0
-    output: float = 0.0
-    cache_read: float = 0.0
-    cache_write: float = 0.0
-    total: float = 0.0
-
-    def __add__(self, other: object) -> Cost:
-        if not isinstance(other, Cost):
-            return NotImplemented
-        return Cost(**{f: getattr(self, f) + getattr(other, f) for f in _COST_FIELDS})
-
-    def __radd__(self, other: object) -> Cost:
-        # `sum()` starts from 0.
-        if other == 0 and not isinstance(other, bool):
-            return self.model_copy()
-        return NotImplemented
-
-
-class Usage(_Model):
-    """Token accounting (CONTRACT 3.4).
-
-    `input` excludes cached reads and cache writes; `output` includes reasoning, and
-    `reasoning` is the part of `output` spent thinking. `total_tokens` is always
-    `input + output + cache_read + cache_write`. `cost` is None when the model's prices
-    are unknown.
-
-    Usages add (`a + b`, `sum(usages)`, or `total_usage(messages)` for a conversation): the
-    counts are summed, and so are the costs when both sides have one. When either side's
-    cost is None the sum's cost is None: an unknown price is not zero, so a total that
-    includes a call nobody could price is unknown too, never an undercount.
-    """
-
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    reasoning: int = 0
-    total_tokens: int = 0
-    cost: Cost | None = None
-
-    def __add__(self, other: object) -> Usage:
-        if not isinstance(other, Usage):
-            return NotImplemented
-        cost = None
-        if self.cost is not None and other.cost is not None:
-            cost = self.cost + other.cost
-        counts = {f: getattr(self, f) + getattr(other, f) for f in _USAGE_FIELDS}
-        return Usage(**counts, cost=cost)
-
-    def __radd__(self, other: object) -> Usage:
-        # `sum()` starts from 0.
-        if other == 0 and not isinstance(other, bool):
-            return self.model_copy(deep=True)
-        return NotImplemented
-
-
-StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
-"""Why a message ended: `stop` (the model finished, or hit a stop sequence), `length` (the
-output limit cut it), `tool_use` (it holds a tool call to answer), `error` (see
-`AssistantMessage.error`) or `aborted` (the caller stopped it). The vendor's own word is in
-`AssistantMessage.raw_stop_reason`."""
-ErrorKind = Literal[
-    "auth",
-    "rate_limit",
-    "overloaded",
-    "context_overflow",
-    "invalid_request",
-    "not_found",
-    "server",
-    "network",
-    "timeout",
-    "refusal",
-    "content_filter",
-    "aborted",
-    "protocol",
-    "invalid_output",
-]
-"""What went wrong, as `StreamError.kind`: the same word for the same failure on every
-vendor (`rate_limit`, `context_overflow`, `timeout`, ...), so a harness decides on it, not on
-the vendor's text. `aborted` is the caller's own cancel; `protocol` a stream that broke its
-format; `invalid_output` a structured answer that did not parse or match its schema."""
-
-
-class StreamError(_Model):
-    """A failure, as data. Never carries a secret."""
-
-    kind: ErrorKind
-    message: str
-    status_code: int | None = None
-    retryable: bool = False
-    retry_after: float | None = None
-    """Seconds the vendor asked us to wait, if it said."""
-
+from ._content import (
+    KEEP_UNKNOWN_BLOCKS,
+    AssistantContent,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UnknownContent,
+    UserContent,
+    _Model,
+    _now_ms,
+)
+from ._usage import Cost, ErrorKind, StopReason, StreamError, Usage
 
 # --- messages ---------------------------------------------------------------------------
 

@@ -271,8 +271,7 @@ class _FauxStream(AssistantStream):
     """The pipeline's stream; an HTTP error of a `faux_error` turn keeps the kind it names
     (a vendor's gets the kind of its status and type)."""
 
-    def _http_error(self, response: httpx.Response, body: bytes) -> StreamError:
-        error = super()._http_error(response, body)
+    def _status_error(self, response: httpx.Response, error: StreamError) -> StreamError:
         kind = response.headers.get(_KIND_HEADER)
         if kind and kind != error.kind:
             error = error.model_copy(update={"kind": kind})

@@ -1,0 +1,165 @@
+"""The end of a call: one `message_end`, whatever way the call ends.
+
+`Finishing._finish` is the one place a stream ends: the watcher stopped, the body handed
+to a drain or closed, every kept vendor string and the error redacted, the message
+finalized (the structured answer read off the event loop), timing and the span recorded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+import time
+import traceback
+from typing import Any
+
+import anyio
+
+from ._call import _DONE, _START, CallState
+from ._errors import redact
+from ._events import MessageEnd, MessageStart
+from ._output import read_output
+from ._transport import drain_later
+from ._types import StreamError
+
+__all__ = ["Finishing"]
+
+logger = logging.getLogger("stream_core")
+
+_SETTLE_TURNS = 16
+"""Event-loop turns a finished call gives its drain task (see `_finish`)."""
+
+_INLINE_OUTPUT = 64 * 1024
+"""A JSON-Schema answer up to this many characters is read on the loop (microseconds);
+a longer one, or any answer validated by a class, in a worker thread."""
+
+
+_otel_module: Any = None
+
+
+def _otel() -> Any:
+    """`stream_core._otel` when OpenTelemetry is installed, else None (looked up once;
+    nothing is imported without it)."""
+    global _otel_module
+    if _otel_module is None:
+        _otel_module = False
+        if importlib.util.find_spec("opentelemetry") is not None:
+            try:
+                from . import _otel as module
+            except ImportError:
+                pass
+            else:
+                _otel_module = module
+    return _otel_module or None
+
+
+class Finishing(CallState):
+    """The end stage of `AssistantStream`."""
+
+    __slots__ = ()
+
+    async def _orphaned(self) -> None:
+        """Iterated in a child after `fork()`: the response, its socket and the watcher
+        belong to the parent's event loop; they are dropped, never touched (a read would
+        wait forever, a close could end the parent's stream)."""
+        self._response = self._chunks = None
+        self._socket = None
+        self._stop_watch = None
+        self._client = None
+        await self._finish(
+            StreamError(
+                kind="invalid_request",
+                message="this stream was opened before fork(), in another process; a stream "
+                "cannot cross a fork: open a new one in this process",
+            )
+        )
+
+    async def _read_output(self) -> None:
+        """The structured answer, read in a worker thread (CPU work, and the caller's class
+        may run validators of its own): no event loop, nor the sync facade's shared one,
+        waits on it, and `total_timeout` still ends the call, its text kept."""
+        asm = self._asm
+        text = asm.output_text()
+        if text is None or self._output is None:
+            return
+        spec = self._output
+        if len(text) <= _INLINE_OUTPUT and spec.model_class is None:
+            asm.set_output(*read_output(text, spec))
+            return
+        limit = math.inf if self._deadline is None else self._deadline - anyio.current_time()
+        found: tuple[Any, str | None] | None = None
+        with anyio.move_on_after(max(limit, 0)):
+            # Abandoned at the deadline: the thread finishes alone and its answer is dropped.
+            found = await anyio.to_thread.run_sync(read_output, text, spec, abandon_on_cancel=True)
+        if found is None:
+            self.message.stop_reason = "error"
+            self.message.error = self._total_timeout_error()
+        else:
+            asm.set_output(*found)
+
+    async def _finish(self, error: StreamError | None) -> None:
+        if self._state == _DONE:
+            return
+        if self._state == _START:
+            # Closed before the first read: the sequence still opens with message_start.
+            self._queue.append(MessageStart(self.message))
+        self._state = _DONE
+        if self._stop_watch is not None:
+            self._stop_watch()
+            self._stop_watch = None
+        drained = None
+        if error is None and self._socket is not None and self._response is not None:
+            # The rest of the body is read in a task of its own, so the connection can go
+            # back to the pool without this call waiting for a slow or endless tail.
+            drained = drain_later(self._response, self._chunks)
+            if drained is not None:
+                self._response = self._chunks = None
+                self._socket = None
+        await self._close_response()
+        # The shared client stays open for the next call on this event loop.
+        self._client = None
+        m = self.message
+        if self._secrets:
+            # One place for every error text, vendor words included (an error event or a
+            # quoted malformed line may echo the key), and for the vendor's short strings.
+            # Content is the model's output and is left as sent (see README, "Secrets").
+            if error is not None:
+                error.message = redact(error.message, self._secrets)
+            # Every vendor string we keep; the assembler redacts them as they are stored
+            # too, so no event before this one shows an echoed key (this catches a plugin
+            # that sets them on the message itself).
+            for name in ("raw_stop_reason", "response_id", "response_model", "request_id"):
+                value = getattr(m, name)
+                if isinstance(value, str):
+                    setattr(m, name, redact(value, self._secrets))
+        try:
+            self._asm.finalize(error, read_output=False)
+            await self._read_output()
+        except Exception as exc:  # a bug: the message still ends, as an error, never a raise
+            logger.debug("finalize failed: %s", redact(traceback.format_exc(), self._secrets))
+            m.stop_reason = "error"
+            m.error = StreamError(
+                kind="protocol", message=redact(f"{type(exc).__name__}: {exc}", self._secrets)
+            )
+        if self._started is not None:
+            self._record_timing()
+        self._queue.append(MessageEnd(m))
+        if drained is not None:
+            # A tail already received (the usual chunked end) is read within a few turns
+            # of the event loop: let it, so a next call made at once finds the connection
+            # in the pool. Never a wait on the server, and never a cancellation point.
+            for _ in range(_SETTLE_TURNS):
+                if drained.is_set():
+                    break
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+
+    def _record_timing(self) -> None:
+        m, started, first = self.message, self._started, self._asm.first_update
+        assert started is not None
+        m.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        if first is not None:
+            m.ttft_ms = round((first - started) * 1000, 3)
+        span, self._span = self._span, None
+        if span is not None:
+            span.end(m, first)

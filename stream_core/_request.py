@@ -1,0 +1,132 @@
+"""The request step: a call's context, options and model to the HTTP request it sends.
+
+Pure and synchronous, run inside `stream()` before any I/O: the endpoint (a call's
+`base_url`, an SDK variable, a filled template; never a placeholder host), the key, the
+vendor payload (and `StreamOptions.on_payload`), the headers, the body serialized once,
+and the request signed when the API signs. A mistake in the code raises here (CONTRACT 1);
+what the environment lacks (a key, credentials) is returned as `failure`, which the
+stream reports as its first event.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import httpx
+
+from ._checks import placeholder_problem
+from ._errors import StreamFailure, secrets_in
+from ._handoff import sanitize_surrogates
+from ._models import Model
+from ._options import StreamOptions
+from ._types import Context, StreamError
+from ._wire import WireAPI, _endpoint, api_key_from_env
+
+__all__ = ["PreparedRequest", "prepare_request"]
+
+
+@dataclass(slots=True)
+class PreparedRequest:
+    """What `prepare_request` made: the request (None when it could not be signed), every
+    credential it carries (redacted from every error and log line, CONTRACT 4), and why
+    it cannot be sent, when the environment lacks something."""
+
+    request: httpx.Request | None
+    secrets: tuple[str, ...] = ()
+    failure: StreamError | None = None
+
+
+def prepare_request(
+    wire: WireAPI, model_in: Model, context: Context, opts: StreamOptions
+) -> PreparedRequest:
+    """The request a call sends (module docstring); raises for a mistake in the call."""
+    try:
+        return _prepare(wire, model_in, context, opts)
+    except StreamFailure as failure:  # a builder that needs what the environment lacks
+        return PreparedRequest(None, (), failure.error)
+
+
+def _prepare(
+    wire: WireAPI, model_in: Model, context: Context, opts: StreamOptions
+) -> PreparedRequest:
+    model = _endpoint(wire, model_in, opts)
+    missing: StreamError | None = None
+    secrets: tuple[str, ...] = ()
+    api_key = opts.api_key
+    env = wire.api_key_env(model)
+    if api_key is None and env:
+        api_key = api_key_from_env(env)
+    req = wire.build_request(model, context, opts)
+    unfilled = placeholder_problem(req.url)
+    if unfilled is not None:
+        # The last check before a credential is attached: never to nobody's host.
+        raise ValueError(
+            f"model.base_url: the request would go to {req.url.split('?')[0][:120]!r}, "
+            f"but {unfilled}; configure the endpoint (for Azure OpenAI: "
+            "AZURE_OPENAI_RESOURCE_NAME or AZURE_OPENAI_BASE_URL) or pass "
+            "StreamOptions(base_url=...)"
+        )
+    hooked = ""
+    if opts.on_payload is not None:
+        try:
+            replaced = opts.on_payload(req.payload, model)
+        except Exception as exc:
+            raise ValueError(
+                f"StreamOptions.on_payload raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if replaced is not None:
+            if not isinstance(replaced, dict):
+                raise TypeError(
+                    "StreamOptions.on_payload must return a dict or None, "
+                    f"not {type(replaced).__name__}"
+                )
+            req.payload = replaced
+        hooked = " (after StreamOptions.on_payload)"
+    headers = {
+        # The request is built here, not by the client: its own defaults come first.
+        **(opts.client.headers if opts.client is not None else {}),
+        "accept": "text/event-stream",
+        # Compressed SSE arrives all at once; ask for it plain.
+        "accept-encoding": "identity",
+        **req.headers,
+        **(wire.auth_headers(model, api_key) if api_key else {}),
+        **model.headers,
+        **opts.headers,
+    }
+    # Every credential the request carries, however it was supplied (an injected
+    # client's default headers included), is redacted from every error and log line
+    # (CONTRACT 4).
+    client_headers = opts.client.headers if opts.client is not None else {}
+    secrets = secrets_in({**client_headers, **headers}, api_key)
+    if api_key is None and not secrets and wire.key_required(model):
+        where = f"set {env} or pass" if env else "pass"
+        missing = StreamError(
+            kind="auth",
+            message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
+        )
+    timeout = httpx.Timeout(
+        connect=opts.connect_timeout, read=None, write=60.0, pool=opts.pool_timeout
+    )
+    # Serialized once, here, for every provider: lone surrogates (from a truncated
+    # tool output, say) cannot be encoded as UTF-8 and are removed from all outbound
+    # text, tool arguments and schemas included; NaN is not JSON and fails loudly.
+    try:
+        text = json.dumps(req.payload, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"request payload{hooked}: not JSON: {exc}") from None
+    body = sanitize_surrogates(text)
+    headers.setdefault("content-type", "application/json")
+    request = httpx.Request(
+        "POST",
+        req.url,
+        headers=headers,
+        content=body.encode("utf-8"),
+        extensions={"timeout": timeout.as_dict()},
+    )
+    if wire.sign is not None:
+        try:
+            secrets += wire.sign(request, model, opts, api_key)
+        except StreamFailure as failure:  # no credentials to sign with: the first event
+            return PreparedRequest(None, secrets, failure.error)
+    return PreparedRequest(request, secrets, missing)
