@@ -67,6 +67,7 @@ from stream_core.provider import (
     IMAGE_OMITTED_TEXT,
     TOOL_ERROR_PREFIX,
     Assembler,
+    ProtocolError,
     StopRule,
     StreamFailure,
     Translator,
@@ -696,10 +697,14 @@ def _error_event(obj: dict[str, Any]) -> None:
 
 
 def _find(usage: dict[str, Any], path: tuple[str, ...]) -> int | None:
+    """The count at `path`, or None when absent; a count of another JSON type ends the
+    stream `protocol`, naming it, as on every API (never a silent 0)."""
     value: Any = usage
     for part in path:
         value = value.get(part) if type(value) is dict else None
-    return value if type(value) is int else None
+    if value is None or type(value) is int:
+        return value
+    raise ProtocolError(f"usage.{'.'.join(path)} is {type(value).__name__}, not an integer")
 
 
 def _usage(asm: Assembler, usage: dict[str, Any]) -> None:
