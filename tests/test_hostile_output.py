@@ -9,12 +9,12 @@ from __future__ import annotations
 import io
 import json
 import threading
-import time
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from loop_watch import with_heartbeat
 from pydantic import BaseModel, field_validator
 
 import stream_core
@@ -69,22 +69,8 @@ def _strings(megabytes: float) -> str:
 @pytest.mark.anyio
 async def test_a_huge_wrong_answer_gives_a_short_error_and_keeps_the_loop_ticking() -> None:
     answer = _strings(3)
-    gaps: list[float] = []
-    done = anyio.Event()
-
-    async def heartbeat() -> None:
-        last = time.monotonic()
-        while not done.is_set():
-            await anyio.sleep(0.01)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(heartbeat)
-        with anyio.fail_after(GUARD):
-            message = await stream_core.complete(MODEL, CONTEXT, _options(answer, Numbers))
-        done.set()
+    work = stream_core.complete(MODEL, CONTEXT, _options(answer, Numbers))
+    message, gaps = await with_heartbeat(work, guard=GUARD)
     assert message.error is not None and message.error.kind == "invalid_output"
     assert message.stop_reason == "error" and message.output is None
     assert message.text() == answer  # what was received is kept

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+from loop_watch import with_heartbeat
 
 from stream_core import (
     AssistantMessage,
@@ -183,24 +184,8 @@ async def test_checks_inside_execute_tool_calls_run_off_the_event_loop() -> None
     calls = [
         ToolCall(id=f"c{i}", name="t", arguments={"items": list(range(100_000))}) for i in range(3)
     ]
-    gaps: list[float] = []
-    done = anyio.Event()
-
-    async def heartbeat() -> None:
-        last = time.monotonic()
-        while not done.is_set():
-            await anyio.sleep(0.01)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(heartbeat)
-        with anyio.fail_after(GUARD * 3):
-            results = await execute_tool_calls(
-                _message(*calls), {"t": lambda c: "ok"}, tools=[tool], parallel=False
-            )
-        done.set()
+    work = execute_tool_calls(_message(*calls), {"t": lambda c: "ok"}, tools=[tool], parallel=False)
+    results, gaps = await with_heartbeat(work, guard=GUARD * 3)
     assert [_text(r) for r in results] == ["ok", "ok", "ok"]
     # Each check of ~1 MB takes hundreds of milliseconds of CPU; on the loop, the heartbeat
     # would stall that long every time. Off the loop it keeps ticking (the GIL is shared,
