@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from ._models import (
         Model,
         ModelPrices,
-        get_model,
         list_models,
         register_model,
     )
@@ -65,6 +64,7 @@ if TYPE_CHECKING:
         StreamFunction,
         api_key_env,
         complete,
+        get_model,
         list_providers,
         stream,
     )
@@ -152,7 +152,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "messages_only",
         "model_messages",
     ),
-    "_models": ("Model", "ModelPrices", "get_model", "list_models", "register_model"),
+    "_models": ("Model", "ModelPrices", "list_models", "register_model"),
     "_options": (
         "THINKING_BUDGETS",
         "PayloadHook",
@@ -166,6 +166,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "StreamFunction",
         "api_key_env",
         "complete",
+        "get_model",
         "list_providers",
         "stream",
     ),
@@ -310,6 +311,9 @@ if not TYPE_CHECKING:
         module = _HOME.get(name)
         if module is not None:
             value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+            if module == "_types":
+                # The ready-made roles join the data model's role table before it is read.
+                _importlib.import_module(f"{__name__}._roles")
             globals()[name] = value  # later lookups are plain module attributes
             return value
         # Names that moved to the provider door stay reachable here for one release (0.1.x),

@@ -12,6 +12,7 @@ import re
 from urllib.parse import urlsplit
 
 __all__ = [
+    "SECRET_HEADERS",
     "TOOL_NAME",
     "base_url_problem",
     "header_problem",
@@ -21,6 +22,18 @@ __all__ = [
     "setting_in_url",
     "tool_name_problem",
 ]
+
+SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "cookie",
+    }
+)
+"""Request headers whose values are credentials: hidden in reprs, redacted from errors."""
 
 # RFC 9110 token characters: what a header name may hold.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")

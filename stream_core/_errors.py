@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ._checks import SECRET_HEADERS
 from ._types import ErrorKind, StreamError
 
 __all__ = [
@@ -229,8 +230,6 @@ _AUTH_SCHEMES = re.compile(r"^(?:bearer|basic|token|apikey|api-key)\s+", re.IGNO
 def secrets_in(headers: Mapping[str, str], api_key: str | None = None) -> tuple[str, ...]:
     """Every credential a request carries: the API key, and the value of each auth header
     (`SECRET_HEADERS`), whole and without its scheme (`Bearer `), and each cookie value."""
-    from ._options import SECRET_HEADERS
-
     found: list[str] = [api_key] if api_key else []
     for name, value in headers.items():
         if name.lower() not in SECRET_HEADERS or not value:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import from_json
 
-from ._checks import base_url_problem, header_problem
-from ._options import SECRET_HEADERS
+from ._checks import SECRET_HEADERS, base_url_problem, header_problem
 
 __all__ = ["Model", "ModelPrices", "get_model", "list_models", "register_model"]
 
@@ -193,11 +193,8 @@ def get_model(provider: str, model_id: str | None = None, *, api: str | None = N
                 model = found.model_copy(update={"id": model_id})
     if model is None:
         model = _local(provider, model_id, api)
-    if model is None and not _plugins_loaded():
-        # A plugin registers its models when it is imported: load them, once, on a miss.
-        from ._registry import load_plugins
-
-        load_plugins()
+    if model is None and _load_plugins():
+        # A plugin registers its models when it is imported: loaded, once, on a miss.
         return get_model(provider, model_id, api=api)
     if model is not None:
         return model
@@ -268,10 +265,21 @@ def _local(provider: str, model_id: str, api: str | None) -> Model | None:
     )
 
 
-def _plugins_loaded() -> bool:
-    from . import _registry
+def _no_plugin_loader() -> bool:
+    return False
 
-    return _registry.plugins_loaded()
+
+_load_plugins: Callable[[], bool] = _no_plugin_loader
+"""Loads the installed plugins, once; True when it just did (their models may now be
+registered). Handed down by `_registry` at its import (`bind_plugin_loader`): the
+registry sits above the catalog, so it is never imported from here. `stream_core`'s
+`get_model` is served through `_registry`, so the loader is always bound for callers."""
+
+
+def bind_plugin_loader(load: Callable[[], bool]) -> None:
+    """Set the loader `get_model` calls on a miss (called by `_registry` only)."""
+    global _load_plugins
+    _load_plugins = load
 
 
 def list_models(provider: str | None = None) -> list[Model]:

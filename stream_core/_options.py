@@ -15,7 +15,7 @@ import anyio
 import httpx
 from pydantic import BaseModel
 
-from ._checks import base_url_problem, header_problem, key_problem
+from ._checks import SECRET_HEADERS, base_url_problem, header_problem, key_problem
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 
 if typing.TYPE_CHECKING:
@@ -58,18 +58,6 @@ CONTROLS = (
 
 THINKING_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 """Default thinking-token budget per effort, for vendors that take a budget."""
-
-SECRET_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "api-key",
-        "x-goog-api-key",
-        "cookie",
-    }
-)
-"""Request headers whose values are credentials: hidden in reprs, redacted from errors."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -21,7 +21,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any, Protocol
 
-from ._models import Model
+from ._models import Model, bind_plugin_loader, get_model
 from ._options import StreamOptions
 from ._stream import AssistantStream
 from ._types import AssistantMessage, Context
@@ -32,6 +32,7 @@ __all__ = [
     "StreamFunction",
     "api_key_env",
     "complete",
+    "get_model",
     "get_provider",
     "list_providers",
     "register_provider",
@@ -182,6 +183,17 @@ def _load_plugins() -> None:
 def plugins_loaded() -> bool:
     """Whether the installed plugins were loaded (`load_plugins` has run)."""
     return _loaded_plugins
+
+
+def _load_plugins_once() -> bool:
+    """`load_plugins` for the catalog's lookup: True when it ran now, False when it had."""
+    if _loaded_plugins:
+        return False
+    _load_plugins()
+    return True
+
+
+bind_plugin_loader(_load_plugins_once)
 
 
 def load_plugins() -> None:

@@ -7,7 +7,6 @@ round-trips through JSON exactly (`model_dump(mode="json")` then `model_validate
 
 from __future__ import annotations
 
-import sys
 import typing
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
@@ -317,22 +316,14 @@ def register_message_role(cls: type[_C]) -> type[_C]:
     return cls
 
 
-def _ready_made_roles() -> dict[str, type[CustomMessage]]:
-    """`_ROLES`, with stream-core's ready-made roles (`_roles`) registered: `import
-    stream_core` does not load that module, so the first lookup does."""
-    if "stream_core._roles" not in sys.modules:
-        from . import _roles  # noqa: F401 - registers its classes
-
-    return _ROLES
-
-
 def registered_role(role: object) -> type[CustomMessage] | None:
-    """The class registered for `role`, or None."""
-    return _ready_made_roles().get(role) if isinstance(role, str) else None
+    """The class registered for `role`, or None. stream-core's ready-made roles (`_roles`)
+    are registered by whatever reads messages from outside (the call's checks, `_jsonl`,
+    the package's door), each importing that module: this one never does."""
+    return _ROLES.get(role) if isinstance(role, str) else None
 
 
 def _role_list() -> str:
-    _ready_made_roles()
     registered = ", ".join(sorted(_ROLES)) or "none"
     return f"built-in: {', '.join(_BUILTIN_ROLES)}; registered: {registered}"
 

@@ -22,6 +22,7 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import from_json
 
+from . import _roles  # noqa: F401 - registers the ready-made roles before any record is read
 from ._assembler import Assembler, StopRule
 from ._checks import base_url_problem, image_problem, key_problem, tool_name_problem
 from ._errors import ProtocolError

@@ -11,9 +11,9 @@ import anyio
 import httpx
 
 from .._events import MessageUpdate, TextDelta, ThinkingDelta, ToolCallDelta
-from .._models import Model, get_model
+from .._models import Model
 from .._options import StreamOptions
-from .._registry import get_provider, list_providers, stream
+from .._registry import get_model, get_provider, list_providers, stream
 from .._types import AssistantMessage, Context, UserMessage
 from .._wire import WireAPI
 from ._render import EventSink, error

@@ -11,7 +11,8 @@ from typing import TextIO
 
 import anyio
 
-from .._models import Model, get_model
+from .._models import Model
+from .._registry import get_model
 from .._types import Context, Tool, UserMessage
 from ._common import replay_body
 from ._render import Renderer, use_color

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-from .._options import SECRET_HEADERS
+from .._checks import SECRET_HEADERS
 from ._replay import chunked, load_recording
 
 _OURS = "(the fake vendor's own error)"
