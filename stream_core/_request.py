@@ -11,17 +11,18 @@ stream reports as its first event.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 
 import httpx
 
-from ._checks import placeholder_problem
+from ._checks import base_url_problem, key_problem, placeholder_problem
 from ._errors import StreamFailure, secrets_in
 from ._handoff import sanitize_surrogates
 from ._models import Model
 from ._options import StreamOptions
 from ._types import Context, StreamError
-from ._wire import WireAPI, _endpoint, api_key_from_env
+from ._wire import WireAPI
 
 __all__ = ["PreparedRequest", "prepare_request"]
 
@@ -130,3 +131,33 @@ def _prepare(
         except StreamFailure as failure:  # no credentials to sign with: the first event
             return PreparedRequest(None, secrets, failure.error)
     return PreparedRequest(request, secrets, missing)
+
+
+def api_key_from_env(env: str) -> str | None:
+    """The key in environment variable `env`, surrounding whitespace removed (a `.env` file
+    or `$(cat key)` adds a newline or a carriage return; no key has one); None when unset
+    or blank. Anything else that is not a key's character raises, naming the variable and
+    never showing the key."""
+    key = os.environ.get(env, "").strip()
+    if not key:
+        return None
+    problem = key_problem(key)
+    if problem is not None:
+        raise ValueError(f"{env} (from the environment): {problem}")
+    return key
+
+
+def _endpoint(wire: WireAPI, model: Model, options: StreamOptions) -> Model:
+    """The model as it is sent: `options.base_url` wins; else the vendor SDK's variable
+    (`OPENAI_BASE_URL`, ...) replaces the vendor's default host, never a URL the model
+    chose itself, so a gateway or a local server needs no code change."""
+    url = options.base_url or None
+    if url is None:
+        env = wire.base_url_env.get(model.base_url.rstrip("/"))
+        url = (os.environ.get(env, "").strip() or None) if env else None
+        problem = base_url_problem(url) if url is not None else None
+        if problem is not None:
+            raise ValueError(f"{env} (from the environment): {problem}")
+    if url is None or url == model.base_url:
+        return model
+    return model.model_copy(update={"base_url": url})
