@@ -101,7 +101,7 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
 
 
 def _check_arguments(idx: int, block: ToolCall, joined: str) -> None:
-    from stream_core._json import is_storable_json
+    from stream_core._decoding.json_values import is_storable_json
     from stream_core.provider import ArgumentsError, parse_arguments
 
     try:

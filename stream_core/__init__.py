@@ -37,13 +37,20 @@ if TYPE_CHECKING:
         ToolCallStart,
         event_to_json,
     )
-    from ._jsonl import (
+    from ._history.jsonl import (
         HistoryFormatError,
         Record,
         dump_messages,
         load_messages,
         messages_only,
         model_messages,
+    )
+    from ._history.roles import BashExecution, BranchSummary, CompactionSummary
+    from ._history.tokens import (
+        estimate_context_tokens,
+        estimate_message_tokens,
+        estimate_tokens,
+        fits_context,
     )
     from ._models import (
         Model,
@@ -59,6 +66,7 @@ if TYPE_CHECKING:
         ToolChoice,
     )
     from ._output import OutputMode
+    from ._pipeline.stream import AssistantStream
     from ._registry import (
         ProviderEntry,
         StreamFunction,
@@ -68,15 +76,7 @@ if TYPE_CHECKING:
         list_providers,
         stream,
     )
-    from ._roles import BashExecution, BranchSummary, CompactionSummary
-    from ._stream import AssistantStream
     from ._sync import SyncStream, complete_sync, stream_sync
-    from ._tokens import (
-        estimate_context_tokens,
-        estimate_message_tokens,
-        estimate_tokens,
-        fits_context,
-    )
     from ._tools import (
         RepairedHistory,
         ToolHandler,
@@ -144,7 +144,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ToolCallStart",
         "event_to_json",
     ),
-    "_jsonl": (
+    "_history.jsonl": (
         "HistoryFormatError",
         "Record",
         "dump_messages",
@@ -170,10 +170,10 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "list_providers",
         "stream",
     ),
-    "_roles": ("BashExecution", "BranchSummary", "CompactionSummary"),
-    "_stream": ("AssistantStream",),
+    "_history.roles": ("BashExecution", "BranchSummary", "CompactionSummary"),
+    "_pipeline.stream": ("AssistantStream",),
     "_sync": ("SyncStream", "complete_sync", "stream_sync"),
-    "_tokens": (
+    "_history.tokens": (
         "estimate_context_tokens",
         "estimate_message_tokens",
         "estimate_tokens",
@@ -313,7 +313,7 @@ if not TYPE_CHECKING:
             value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
             if module == "_types":
                 # The ready-made roles join the data model's role table before it is read.
-                _importlib.import_module(f"{__name__}._roles")
+                _importlib.import_module(f"{__name__}._history.roles")
             globals()[name] = value  # later lookups are plain module attributes
             return value
         # Names that moved to the provider door stay reachable here for one release (0.1.x),

@@ -92,7 +92,7 @@ class ToolCall(_Model):
 
     def partial_arguments(self) -> Any:
         """Best-effort parse of the arguments received so far (on demand, never per delta)."""
-        from ._json import parse_partial_json
+        from ._decoding.json_values import parse_partial_json
 
         return parse_partial_json(self.partial_json) if self.partial_json else self.arguments
 

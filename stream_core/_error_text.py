@@ -3,7 +3,7 @@
 An error body or event becomes (vendor type, message) (`vendor_error_text`,
 `vendor_error_fields`; the providers use the latter for their error events); a proxy's HTML
 page becomes its visible words (`strip_markup`), cut short for a message; the headers give the
-request id and the Retry-After delay a `StreamError` carries. Kept apart from `_stream` so
+request id and the Retry-After delay a `StreamError` carries. Kept apart from `_pipeline.stream` so
 the stream and the providers word vendor errors one way.
 """
 

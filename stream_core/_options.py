@@ -16,7 +16,7 @@ import httpx
 from pydantic import BaseModel
 
 from ._checks import SECRET_HEADERS, base_url_problem, header_problem, key_problem
-from ._sse import DEFAULT_MAX_EVENT_BYTES
+from ._decoding.sse import DEFAULT_MAX_EVENT_BYTES
 
 if typing.TYPE_CHECKING:
     from ._models import Model

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_json
 
-from ._json import is_storable_json
+from ._decoding.json_values import is_storable_json
 from ._types import Tool
 
 __all__ = [

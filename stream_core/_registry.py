@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from ._models import Model, bind_plugin_loader, get_model
 from ._options import StreamOptions
-from ._stream import AssistantStream
+from ._pipeline.stream import AssistantStream
 from ._types import AssistantMessage, Context
 from ._wire import WireAPI
 

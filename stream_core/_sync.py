@@ -32,8 +32,8 @@ import anyio
 from ._events import AssistantStreamEvent, MessageEnd
 from ._models import Model
 from ._options import StreamOptions
+from ._pipeline.stream import AssistantStream
 from ._registry import stream
-from ._stream import AssistantStream
 from ._types import AssistantMessage, Context
 
 __all__ = ["SyncStream", "complete_sync", "stream_sync"]

@@ -4,9 +4,9 @@ Calls without `options.client` share one keep-alive `httpx.AsyncClient` per even
 (`shared_client`), made on first use and closed when the loop ends. Tasks that must outlive
 one `__anext__` (the close, a stream's cancel watcher) run outside any task group
 (`_spawn_detached`). `_own_socket` finds the HTTP/1.1 socket whose reads carry the idle
-timeout and that a cancel shuts down; `_stream` decides when. Connection settings (pool
+timeout and that a cancel shuts down; `_pipeline.stream` decides when. Connection settings (pool
 limits, the drain after the terminal event) live here so transport set-up has one home.
-The body's decoding and closing are `_body`'s.
+The body's decoding and closing are `_decoding.body`'s.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any, Protocol
 import anyio
 import httpx
 
-from ._body import close_body
 from ._connections import limits as _limits
+from ._decoding.body import close_body
 
 # --- the response's socket ----------------------------------------------------------------
 

@@ -317,8 +317,8 @@ def register_message_role(cls: type[_C]) -> type[_C]:
 
 
 def registered_role(role: object) -> type[CustomMessage] | None:
-    """The class registered for `role`, or None. stream-core's ready-made roles (`_roles`)
-    are registered by whatever reads messages from outside (the call's checks, `_jsonl`,
+    """The class registered for `role`, or None. stream-core's ready-made roles (`_history.roles`)
+    are registered by whatever reads messages from outside (the call's checks, `_history.jsonl`,
     the package's door), each importing that module: this one never does."""
     return _ROLES.get(role) if isinstance(role, str) else None
 

@@ -1,10 +1,10 @@
 """The wire definition a provider supplies: `WireAPI`, `WireRequest`, `Translator`.
 
 A provider module is tables and functions (`WireAPI`, `WireRequest`, `Translator`,
-`parse_json`). The call's validation is `_call_checks` (CONTRACT 1), run by
-`WireAPI.open`; the endpoint a model is sent to is the request step's (`_request`).
+`parse_json`). The call's validation is `_pipeline.checks` (CONTRACT 1), run by
+`WireAPI.open`; the endpoint a model is sent to is the request step's (`_pipeline.request`).
 
-`AssistantStream` (`_stream`) runs the call and builds on this module, never the other way
+`AssistantStream` (`_pipeline.stream`) runs the call and builds on this module, never the other way
 round: `WireAPI.open` is handed the stream class (`bind_stream`) instead of importing it.
 """
 
@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic_core import from_json
 
-from ._assembler import Assembler, StopRule
-from ._call_checks import check_call
+from ._decoding.sse import Decoder, SSEBytesDecoder
 from ._errors import ProtocolError
 from ._models import Model
 from ._options import StreamOptions
 from ._output import OutputMode, OutputSpec, make_output_spec
-from ._sse import Decoder, SSEBytesDecoder
+from ._pipeline.assembler import Assembler, StopRule
+from ._pipeline.checks import check_call
 from ._types import (
     Context,
     Tool,
 )
 
 if TYPE_CHECKING:
-    from ._stream import AssistantStream
+    from ._pipeline.stream import AssistantStream
 
 __all__ = ["Translator", "WireAPI", "WireRequest", "bind_stream", "output_spec", "parse_json"]
 
@@ -137,13 +137,13 @@ class WireAPI:
 _StreamClass = Callable[
     [WireAPI, Model, Context, StreamOptions, OutputSpec | None], "AssistantStream"
 ]
-# Set once by `_stream` at import (the package always imports it): the class lives
+# Set once by `_pipeline.stream` at import (the package always imports it): the class lives
 # above this module in the import graph, so it is handed down rather than imported.
 _stream_class: _StreamClass | None = None
 
 
 def bind_stream(cls: _StreamClass) -> None:
-    """Make `WireAPI.open` return instances of `cls` (called by `_stream` only)."""
+    """Make `WireAPI.open` return instances of `cls` (called by `_pipeline.stream` only)."""
     global _stream_class
     _stream_class = cls
 

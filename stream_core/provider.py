@@ -33,9 +33,12 @@ shows a plugin needs nothing private. The pieces, by job:
 - registration: `register_provider`, `unregister_providers`, `get_provider`.
 """
 
-from ._assembler import Assembler, StopRule
 from ._checks import base_url_problem, setting_in_url
 from ._cost import CostContext, compute_cost, long_cache_honored
+from ._decoding.eventstream import EventStreamDecoder, EventStreamFrame
+from ._decoding.fields import as_object, optional_field, required_field
+from ._decoding.json_values import ArgumentsError, parse_arguments, parse_partial_json
+from ._decoding.sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
 from ._error_text import vendor_error_fields
 from ._errors import (
     OVERFLOW_PATTERNS,
@@ -44,20 +47,17 @@ from ._errors import (
     error_from_status,
     error_from_vendor,
 )
-from ._eventstream import EventStreamDecoder, EventStreamFrame
-from ._fields import as_object, optional_field, required_field
-from ._handoff import (
+from ._history.handoff import (
     IMAGE_OMITTED_TEXT,
     id_normalizer,
     is_same_model,
     prepare_messages,
     sanitize_surrogates,
 )
-from ._json import ArgumentsError, parse_arguments, parse_partial_json
 from ._options import CONTROLS, copy_controls, refuse_forced_tool
 from ._output import OutputSpec, closed_schema
+from ._pipeline.assembler import Assembler, StopRule
 from ._registry import get_provider, register_provider, unregister_providers
-from ._sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
 from ._tools import TOOL_ERROR_PREFIX, function_tools
 from ._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
 

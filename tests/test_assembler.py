@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import stream_core._assembler as assembler_module
+import stream_core._pipeline.assembler as assembler_module
 from stream_core import (
     AssistantMessage,
     AssistantStreamEvent,

@@ -24,12 +24,12 @@ import pytest
 from stream_core.contract_tests.kit import apis_under_test
 from test_growth import growth_ratio
 
-import stream_core._assembler as assembler_module
 import stream_core._cost as cost_module
+import stream_core._pipeline.assembler as assembler_module
 from stream_core import AssistantMessage, Model, StreamOptions
+from stream_core._decoding.eventstream import EventStreamDecoder
+from stream_core._decoding.sse import FramingError
 from stream_core._errors import KEPT_LIMIT
-from stream_core._eventstream import EventStreamDecoder
-from stream_core._sse import FramingError
 from stream_core.provider import Assembler, NDJSONBytesDecoder, SSEBytesDecoder
 
 APIS = apis_under_test()
@@ -269,8 +269,8 @@ async def _run(api: str, response: Any, wire: Any = None, **opts: Any) -> Assist
     import httpx
     from stream_core.contract_tests.kit import contract_context, contract_model, options
 
+    from stream_core._pipeline.stream import AssistantStream
     from stream_core._registry import get_provider
-    from stream_core._stream import AssistantStream
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: response))
     async with client:
@@ -347,7 +347,7 @@ async def test_a_plugin_decoder_without_a_cap_is_bounded_by_the_stream() -> None
 
 _HEAP_PROBE = """
 import ctypes, sys
-from stream_core._sse import SSEBytesDecoder
+from stream_core._decoding.sse import SSEBytesDecoder
 
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_core._handoff import (
+from stream_core._history.handoff import (
     id_normalizer,
     is_same_model,
     prepare_messages,

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from stream_core._jsonl import (
+from stream_core._history.jsonl import (
     HistoryFormatError,
     Record,
     dump_messages,

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_core._tokens import (
+from stream_core._history.tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
     estimate_context_tokens,

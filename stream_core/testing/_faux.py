@@ -19,14 +19,14 @@ import anyio
 import httpx
 from pydantic import PrivateAttr
 
-from .._assembler import Assembler, StopRule
+from .._decoding.fields import as_object, optional_field
+from .._decoding.sse import NDJSONBytesDecoder
 from .._errors import RETRYABLE_KINDS, RETRYABLE_STATUSES, StreamFailure
-from .._fields import as_object, optional_field
 from .._models import Model
 from .._options import StreamOptions
+from .._pipeline.assembler import Assembler, StopRule
+from .._pipeline.stream import AssistantStream
 from .._registry import get_provider, register_provider
-from .._sse import NDJSONBytesDecoder
-from .._stream import AssistantStream
 from .._types import (
     AssistantMessage,
     Context,

@@ -20,8 +20,8 @@ import httpx
 
 from .._models import Model
 from .._options import StreamOptions
+from .._pipeline.stream import AssistantStream
 from .._registry import stream
-from .._stream import AssistantStream
 from .._types import (
     AssistantMessage,
     Context,

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol
 
 from pydantic_core import from_json
 
-from ._errors import ProtocolError
+from .._errors import ProtocolError
 
 __all__ = ["Decoder", "Frame", "NDJSONBytesDecoder", "SSEBytesDecoder", "SSEEvent"]
 
@@ -41,7 +41,7 @@ class Decoder(Protocol):
 
     A decoder with a `max_event_bytes` attribute gets `StreamOptions.max_event_bytes` in
     it and enforces it itself; for one without, the stream ends a body that gives no frame
-    in more than that many bytes (`_stream`).
+    in more than that many bytes (`_pipeline.stream`).
     """
 
     media_types: tuple[str, ...]

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ._content import _now_ms
-from ._types import CustomMessage, UserMessage, register_message_role
+from .._content import _now_ms
+from .._types import CustomMessage, UserMessage, register_message_role
 
 __all__ = ["BashExecution", "BranchSummary", "CompactionSummary"]
 

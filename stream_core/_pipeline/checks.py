@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from . import _roles  # noqa: F401 - registers the ready-made roles before any record is read
-from ._checks import base_url_problem, image_problem, tool_name_problem
-from ._models import Model, model_headers_problem
-from ._options import CONTROLS, StreamOptions
-from ._types import (
+from .._checks import base_url_problem, image_problem, tool_name_problem
+from .._history import roles  # noqa: F401 - registers the ready-made roles before any record is read
+from .._models import Model, model_headers_problem
+from .._options import CONTROLS, StreamOptions
+from .._types import (
     KEEP_UNKNOWN_BLOCKS,
     MODEL_MESSAGE_ADAPTER,
     AssistantMessage,
@@ -35,7 +35,7 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from ._wire import WireAPI
+    from .._wire import WireAPI
 
 __all__ = ["check_call", "check_json"]
 

@@ -7,18 +7,17 @@
                                 ├─ the client, the response's socket          _transport
                                 └─ error body and headers -> error text       _error_text
 
-The rooms, one per stage (each stage a slot-free class over `_call.CallState`):
-- `_wire`: what a provider supplies (`WireAPI`, `WireRequest`, `Translator`, `parse_json`)
-  and the checks a call raises from, before any I/O.
-- `_request`: the request step, run in `__init__` (endpoint, key, payload, headers, body).
-- `_http`: the HTTP step: connect, send, status and redirect errors, unstreamed bodies,
-  retries.
-- `_stream` (here): the public surface, the pump and the body's reads; the first-byte and
-  idle timeouts and `options.cancel` are enforced here and in `_call`'s waits.
-- `_finish`: the one `_finish` (which hands the rest of a finished body to
+The rooms, one per stage (each a slot-free class over `state.CallState`):
+- `_wire`: what a provider supplies (`WireAPI`, `WireRequest`, `Translator`, `parse_json`);
+  `checks`: what a call raises from, before any I/O.
+- `request`: the request step, run in `__init__` (endpoint, key, payload, headers, body).
+- `http`: connect, send, status and redirect errors, unstreamed bodies, retries.
+- `stream` (here): the public surface, the pump and the body's reads; the first-byte and
+  idle timeouts and `options.cancel` are enforced here and in `state`'s waits.
+- `finish`: the one `_finish` (which hands the rest of a finished body to
   `_transport.drain_later`).
-- `_transport`, `_body`: the client (one shared keep-alive client per event loop), the
-  detached tasks, the response socket the idle timeout and cancel act on, the body's bytes.
+- `_transport`, `_decoding.body`: the client (one shared keep-alive client per event
+  loop), the detached tasks, the socket the idle timeout and cancel act on, the body.
 - `_error_text`: where error text is made from vendor bytes (error bodies, proxy pages) and
   headers (request id, Retry-After).
 
@@ -46,28 +45,28 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 import httpx
 
-from . import _call
-from ._assembler import Assembler
-from ._call import _CONNECT, _DONE, _NONE, _READ, _START, _Aborted, _aborted, _Expired
-from ._cost import cost_context
-from ._error_text import (
+from .._cost import cost_context
+from .._decoding.sse import FramingError
+from .._error_text import (
     _snippet,
     _unreadable,
 )
-from ._errors import ProtocolError, StreamFailure, redact
-from ._events import AssistantStreamEvent, MessageStart
-from ._finish import Finishing, _otel
-from ._http import HttpStep
-from ._models import Model
-from ._options import StreamOptions
-from ._output import OutputSpec
-from ._request import prepare_request
-from ._sse import FramingError
-from ._transport import (
+from .._errors import ProtocolError, StreamFailure, redact
+from .._events import AssistantStreamEvent, MessageStart
+from .._models import Model
+from .._options import StreamOptions
+from .._output import OutputSpec
+from .._transport import (
     close_soon,
 )
-from ._types import AssistantMessage, Context, StreamError
-from ._wire import WireAPI, bind_stream
+from .._types import AssistantMessage, Context, StreamError
+from .._wire import WireAPI, bind_stream
+from . import state as _call
+from .assembler import Assembler
+from .finish import Finishing, _otel
+from .http import HttpStep
+from .request import prepare_request
+from .state import _CONNECT, _DONE, _NONE, _READ, _START, _Aborted, _aborted, _Expired
 
 if TYPE_CHECKING:
     pass

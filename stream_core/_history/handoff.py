@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ._tools import repair_tool_pairs
-from ._types import (
+from .._tools import repair_tool_pairs
+from .._types import (
     AssistantMessage,
     Context,
     CustomMessage,

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ._types import (
+from .._types import (
     AssistantMessage,
     Context,
     CustomMessage,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from ._errors import ProtocolError
+from .._errors import ProtocolError
 
 __all__ = ["as_object", "optional_field", "required_field"]
 

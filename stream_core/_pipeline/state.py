@@ -1,11 +1,11 @@
 """The call's state: what every stage of `AssistantStream` reads and writes, and the waits
 any of them may be interrupted in.
 
-`AssistantStream` (`_stream`) is one object per call, built from one stage per module on
-this state: the request step (`_request`, run in `__init__`), the HTTP step (`_http`:
-send, status errors, retries), the body's reads and the pump (`_stream`), and the end
-(`_finish`). Each stage is a class with no slots of its own over `CallState`, which holds
-the slots, so a stream is still one compact object.
+`AssistantStream` (`stream`) is one object per call, built from one stage per module on
+this state: the request step (`request`, run in `__init__`), the HTTP step (`http`: send,
+status errors, retries), the body's reads and the pump (`stream`), and the end (`finish`).
+Each stage is a class with no slots of its own over `CallState`, which holds the slots,
+so a stream is still one compact object.
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import httpx
 
-from ._assembler import Assembler
-from ._body import close_body
-from ._errors import StreamFailure
-from ._events import AssistantStreamEvent
-from ._models import Model
-from ._options import StreamOptions
-from ._output import OutputSpec
-from ._sse import Decoder
-from ._transport import _Socket
-from ._types import AssistantMessage, Context, StreamError
-from ._wire import Translator, WireAPI
+from .._decoding.body import close_body
+from .._decoding.sse import Decoder
+from .._errors import StreamFailure
+from .._events import AssistantStreamEvent
+from .._models import Model
+from .._options import StreamOptions
+from .._output import OutputSpec
+from .._transport import _Socket
+from .._types import AssistantMessage, Context, StreamError
+from .._wire import Translator, WireAPI
+from .assembler import Assembler
 
 if TYPE_CHECKING:
-    from ._otel import ChatSpan
+    from .._otel import ChatSpan
 
 __all__ = ["CallState"]
 
@@ -264,5 +264,5 @@ class CallState:
         return decoder
 
     async def _finish(self, error: StreamError | None) -> None:
-        """End the stream (`_finish.Finishing`)."""
+        """End the stream (`finish.Finishing`)."""
         raise NotImplementedError

@@ -20,27 +20,27 @@ import anyio
 import httpx
 from pydantic_core import from_json
 
-from ._body import body_chunks, close_body
-from ._call import _CONNECT, _NONE, _READ, CallState, _Expired
-from ._error_text import (
+from .._decoding.body import body_chunks, close_body
+from .._decoding.sse import Decoder
+from .._error_text import (
     _ERROR_BODY_LIMIT,
     _snippet,
     request_id,
     retry_after_seconds,
     vendor_error_text,
 )
-from ._errors import ProtocolError, StreamFailure, error_from_status, redact
-from ._options import StreamOptions
-from ._sse import Decoder
-from ._transport import (
+from .._errors import ProtocolError, StreamFailure, error_from_status, redact
+from .._options import StreamOptions
+from .._transport import (
     _loop_key,
     _own_socket,
     _spawn_detached,
     connections_in_use,
     shared_client_async,
 )
-from ._types import StreamError
-from ._wire import WireAPI
+from .._types import StreamError
+from .._wire import WireAPI
+from .state import _CONNECT, _NONE, _READ, CallState, _Expired
 
 __all__ = [
     "UNSTREAMED_LIMIT",
@@ -335,7 +335,7 @@ class HttpStep(CallState):
         return self._status_error(response, await error_of(response, self._request, self._secrets))
 
     def _status_error(self, response: httpx.Response, error: StreamError) -> StreamError:
-        """The error of a 4xx/5xx response, its body read (`_http.error_of`): the hook a
+        """The error of a 4xx/5xx response, its body read (`http.error_of`): the hook a
         subclass refines (the faux model's scripted kinds)."""
         return error
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import httpx
 
-from ._checks import base_url_problem, key_problem, placeholder_problem
-from ._errors import StreamFailure, secrets_in
-from ._handoff import sanitize_surrogates
-from ._models import Model
-from ._options import StreamOptions
-from ._types import Context, StreamError
-from ._wire import WireAPI
+from .._checks import base_url_problem, key_problem, placeholder_problem
+from .._errors import StreamFailure, secrets_in
+from .._history.handoff import sanitize_surrogates
+from .._models import Model
+from .._options import StreamOptions
+from .._types import Context, StreamError
+from .._wire import WireAPI
 
 __all__ = ["PreparedRequest", "prepare_request"]
 

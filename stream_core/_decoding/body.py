@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import httpx
 
-from ._errors import ProtocolError
+from .._errors import ProtocolError
 
 __all__ = ["body_chunks", "close_body", "is_decoded_body"]
 

@@ -16,19 +16,19 @@ from typing import Any
 
 import anyio
 
-from ._call import _DONE, _START, CallState
-from ._errors import redact
-from ._events import MessageEnd, MessageStart
-from ._output import read_output
-from ._transport import drain_later
-from ._types import StreamError
+from .._errors import redact
+from .._events import MessageEnd, MessageStart
+from .._output import read_output
+from .._transport import drain_later
+from .._types import StreamError
+from .state import _DONE, _START, CallState
 
 __all__ = ["Finishing"]
 
 logger = logging.getLogger("stream_core")
 
 _SETTLE_TURNS = 16
-"""Event-loop turns a finished call gives its drain task (see `_finish`)."""
+"""Event-loop turns a finished call gives its drain task (see `Finishing._finish`)."""
 
 _INLINE_OUTPUT = 64 * 1024
 """A JSON-Schema answer up to this many characters is read on the loop (microseconds);
@@ -46,7 +46,7 @@ def _otel() -> Any:
         _otel_module = False
         if importlib.util.find_spec("opentelemetry") is not None:
             try:
-                from . import _otel as module
+                from .. import _otel as module
             except ImportError:
                 pass
             else:

@@ -19,8 +19,7 @@ from typing import IO, Any, TypeAlias
 
 from pydantic import BaseModel, ValidationError
 
-from . import _roles  # noqa: F401 - registers the ready-made roles before any record is read
-from ._types import (
+from .._types import (
     KEEP_UNKNOWN_BLOCKS,
     MESSAGE_ADAPTER,
     Message,
@@ -28,6 +27,7 @@ from ._types import (
     expand_messages,
     registered_role,
 )
+from . import roles  # noqa: F401 - registers the ready-made roles before any record is read
 
 __all__ = [
     "HistoryFormatError",

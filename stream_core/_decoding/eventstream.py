@@ -24,7 +24,7 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from ._sse import FramingError
+from .sse import FramingError
 
 __all__ = ["EventStreamDecoder", "EventStreamFrame"]
 
@@ -127,7 +127,7 @@ _KINDS_LIMIT = 256
 
 
 class EventStreamDecoder:
-    """Body bytes to `EventStreamFrame`s (the `Decoder` protocol of `stream_core._sse`)."""
+    """Body bytes to `EventStreamFrame`s (the `Decoder` protocol of `stream_core._decoding.sse`)."""
 
     __slots__ = ("_buffer", "_error", "_last", "_need", "max_event_bytes")
     media_types: tuple[str, ...] = ("application/vnd.amazon.eventstream",)

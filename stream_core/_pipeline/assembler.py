@@ -22,9 +22,15 @@ from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import Any, Literal
 
-from ._cost import CostContext, compute_cost
-from ._errors import RETRYABLE_KINDS, ProtocolError, first_time, quote, redact
-from ._events import (
+from .._cost import CostContext, compute_cost
+from .._decoding.json_values import (
+    ArgumentsError,
+    is_storable_json,
+    parse_arguments,
+    parse_partial_json,
+)
+from .._errors import RETRYABLE_KINDS, ProtocolError, first_time, quote, redact
+from .._events import (
     AssistantStreamEvent,
     MessageUpdate,
     TextDelta,
@@ -37,11 +43,10 @@ from ._events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from ._json import ArgumentsError, is_storable_json, parse_arguments, parse_partial_json
-from ._models import Model
-from ._output import OutputSpec
-from ._output import read_output as read_output_of
-from ._types import (
+from .._models import Model
+from .._output import OutputSpec
+from .._output import read_output as read_output_of
+from .._types import (
     AssistantMessage,
     ErrorKind,
     StreamError,
@@ -97,7 +102,7 @@ class _Open:
 
 
 def _need_str(value: object, what: str) -> None:
-    # The translators read fields through `stream_core._fields`; this is the net under
+    # The translators read fields through `stream_core._decoding.fields`; this is the net under
     # them, so no vendor value of the wrong type ever reaches a block.
     if type(value) is not str:
         raise ProtocolError(f"{what} is {type(value).__name__}, not a string")
