@@ -16,7 +16,6 @@ fields (`safe_prompt`, `prediction`, ...) go in through `on_payload`.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
@@ -48,7 +47,7 @@ from stream_core.provider import (
     prepare_messages,
 )
 
-from . import openai_completions as _chat
+from ._openai_chat import json_schema_format, parse_response, tool_choice_field, translator
 
 API = "mistral-conversations"
 
@@ -124,13 +123,13 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if context.tools:
         payload["tools"] = function_tools(context.tools)
         if options.tool_choice is not None:
-            payload["tool_choice"] = _chat.tool_choice_field(options.tool_choice, _TOOL_CHOICES)
+            payload["tool_choice"] = tool_choice_field(options.tool_choice, _TOOL_CHOICES)
         if options.parallel_tool_calls is not None:
             payload["parallel_tool_calls"] = options.parallel_tool_calls
     copy_controls(options, _PLAIN_CONTROLS, payload)
     spec = output_spec(WIRE, model, options)
     if spec is not None and spec.mode == "native":
-        payload["response_format"] = _chat.json_schema_format(spec)
+        payload["response_format"] = json_schema_format(spec)
     if options.reasoning and model.reasoning:
         payload["prompt_mode"] = "reasoning"
     headers = {}
@@ -235,18 +234,17 @@ def _tool_result(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
 
 
 # The Chat Completions translator (and its non-streamed reader) with Mistral's tables.
-WIRE: WireAPI = dataclasses.replace(
-    _chat.WIRE,
+WIRE = WireAPI(
     api=API,
+    terminal_event="data: [DONE]",
     stop_reasons=_STOP_REASONS,
     build_request=_build_request,
     auth_headers=lambda model, key: {"authorization": f"Bearer {key}"},
+    translator=translator,
     api_key_env=lambda model: "MISTRAL_API_KEY",
     key_required=lambda model: True,
-    compat=None,
-    base_url_env={},
+    parse_response=parse_response,
     providers={"mistral": "https://api.mistral.ai"},
     controls=_CONTROLS,
-    extra={},
     output_mode=lambda model: "native",
 )
