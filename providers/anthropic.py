@@ -22,7 +22,6 @@ closed with `additionalProperties: false` as Anthropic requires; the older beta 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +61,8 @@ from stream_core.provider import (
     required_field,
     vendor_error_fields,
 )
+
+from ._claude import claude_version, fit_thinking_budget, thinking_top_p_problem
 
 API = "anthropic-messages"
 
@@ -105,11 +106,6 @@ _TOOL_CHOICES: dict[str, dict[str, Any]] = {
     "required": {"type": "any"},
     "none": {"type": "none"},
 }
-# With extended thinking on, Anthropic takes a top_p only in [0.95, 1].
-_THINKING_MIN_TOP_P = 0.95
-# Claude model ids with a family and a version: claude-sonnet-4-5-20250929, claude-opus-4-6,
-# claude-haiku-4-5@20251001, anthropic.claude-opus-4-1-20250805-v1:0, claude-sonnet-5...
-_CLAUDE_VERSION = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?![0-9])")
 
 
 @dataclass(frozen=True)
@@ -120,14 +116,6 @@ class Compat:
     """Ask for structured output in the beta shape (`output_format` and the
     `structured-outputs-2025-11-13` beta header), for endpoints without the GA
     `output_config.format` yet."""
-
-
-def claude_version(model_id: str) -> tuple[str, int, int] | None:
-    """(family, major, minor) of a Claude model id with the family first, else None."""
-    match = _CLAUDE_VERSION.search(model_id)
-    if match is None:
-        return None
-    return match.group(1), int(match.group(2)), int(match.group(3) or 0)
 
 
 def _native_output(model: Model) -> bool:
@@ -174,8 +162,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if budget is not None and not _loop_allows_thinking(messages):
         budget = None
     if budget is not None:
-        # The budget must leave room for the answer.
-        budget = min(budget, max(1024, max_tokens - 1024))
+        budget = fit_thinking_budget(budget, max_tokens)
         if max_tokens <= budget:
             payload["max_tokens"] = max_tokens = budget + 1024
         payload["thinking"] = {"type": "enabled", "budget_tokens": budget}
@@ -213,12 +200,9 @@ def _sampling(payload: dict[str, Any], options: StreamOptions, *, thinking: bool
             )
         payload["top_k"] = options.top_k
     if options.top_p is not None:
-        if thinking and options.top_p < _THINKING_MIN_TOP_P:
-            raise ValueError(
-                f"StreamOptions.top_p: {API} takes a top_p of {_THINKING_MIN_TOP_P} to 1 while "
-                f"extended thinking is on (StreamOptions.reasoning={options.reasoning!r}), "
-                f"not {options.top_p}"
-            )
+        problem = thinking_top_p_problem(options.top_p, API, options.reasoning)
+        if thinking and problem is not None:
+            raise ValueError(problem)
         payload["top_p"] = options.top_p
 
 

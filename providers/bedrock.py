@@ -83,6 +83,7 @@ from stream_core.provider import (
 )
 
 from . import _aws
+from ._claude import claude_version, fit_thinking_budget, thinking_top_p_problem
 
 API = "bedrock-converse-stream"
 
@@ -157,10 +158,6 @@ _EXTRA: dict[str, str] = {
     "profile": "the AWS profile whose credentials and region are used",
 }
 _TOOL_CHOICES: dict[str, dict[str, Any]] = {"auto": {"auto": {}}, "required": {"any": {}}}
-# With extended thinking on, Claude takes a top_p only in [0.95, 1].
-_THINKING_MIN_TOP_P = 0.95
-# Claude ids with the family first: anthropic.claude-sonnet-4-5-20250929-v1:0, ...
-_CLAUDE_VERSION = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?![0-9])")
 
 
 @dataclass(frozen=True)
@@ -175,8 +172,8 @@ def _native_output(model: Model) -> bool:
     """Structured outputs in Converse: Claude Sonnet/Haiku/Opus 4.5 and later (AWS's list)."""
     if _CLAUDE not in model.id:
         return False
-    match = _CLAUDE_VERSION.search(model.id)
-    return match is not None and (int(match.group(1)), int(match.group(2) or 0)) >= (4, 5)
+    version = claude_version(model.id)
+    return version is not None and version[1:] >= (4, 5)
 
 
 def stream(
@@ -258,8 +255,8 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     fields: dict[str, Any] = {}
     budget = options.thinking_budget() if model.reasoning and _CLAUDE in model.id else None
     if budget is not None:
-        # Anthropic's rules: the budget leaves room for the answer, no temperature.
-        budget = min(budget, max(1024, max_tokens - 1024))
+        # Claude's rules (`_claude`): the budget leaves room for the answer; no temperature.
+        budget = fit_thinking_budget(budget, max_tokens)
         inference["maxTokens"] = max(max_tokens, budget + 1024)
         fields["thinking"] = {"type": "enabled", "budget_tokens": budget}
         if context.tools:
@@ -269,12 +266,9 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if options.stop:
         inference["stopSequences"] = list(options.stop)
     if options.top_p is not None:
-        if budget is not None and options.top_p < _THINKING_MIN_TOP_P:
-            raise ValueError(
-                f"StreamOptions.top_p: {API} (Claude) takes a top_p of {_THINKING_MIN_TOP_P} "
-                f"to 1 while extended thinking is on (StreamOptions.reasoning="
-                f"{options.reasoning!r}), not {options.top_p}"
-            )
+        problem = thinking_top_p_problem(options.top_p, f"{API} (Claude)", options.reasoning)
+        if budget is not None and problem is not None:
+            raise ValueError(problem)
         inference["topP"] = options.top_p
     payload["inferenceConfig"] = inference
     if fields:
