@@ -31,6 +31,25 @@ shows a plugin needs nothing private. The pieces, by job:
   `setting_in_url` (a setting that becomes part of a request URL, e.g. a
   region in a host, checked so it cannot move the request elsewhere);
 - registration: `register_provider`, `unregister_providers`, `get_provider`.
+
+Names no built-in provider imports, and why each stays (tests/test_doors.py checks this
+list against the providers):
+
+- `CONTROLS`: the portable controls, for a plugin to build its `WireAPI.controls` from.
+- `OVERFLOW_PATTERNS`: the context-overflow wordings, for a plugin whose vendor words
+  the error its own way to extend.
+- `ArgumentsError`, `parse_arguments`, `parse_partial_json`: tool arguments for a
+  translator that receives them whole or streams partial JSON of its own.
+- `CostContext`, `compute_cost`: the cost for a `parse_response` or a vendor that bills
+  its own way.
+- `Decoder`, `Frame`: the protocol a new framing implements (`WireAPI.decoder`).
+- `EventStreamFrame`: what `EventStreamDecoder` yields, for a binary-framed plugin.
+- `SSEBytesDecoder`: the default decoder, to wrap or to configure.
+- `error_from_status`: an HTTP status carried inside a stream, as an error kind.
+- `get_provider`, `register_provider`, `unregister_providers`: registration, which
+  plugins and their tests do at run time (the built-ins register through the catalog).
+- `is_same_model`, `sanitize_surrogates`: history preparation for a provider converting
+  messages its own way.
 """
 
 from ._checks import base_url_problem, setting_in_url

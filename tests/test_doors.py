@@ -111,3 +111,18 @@ print(len(sys.meta_path) - before)
         check=True,
     ).stdout
     assert out.strip() == "0"
+
+
+def test_every_provider_door_name_no_provider_uses_says_why_it_stays() -> None:
+    """Issue 24: the door had 17 names no provider or example used, unexplained."""
+    import re
+
+    sources = "".join(
+        p.read_text() for p in [*ROOT.glob("providers/*.py"), *ROOT.glob("examples/*/*/*.py")]
+    )
+    unused = [
+        n for n in stream_core.provider.__all__ if not re.search(rf"\b{re.escape(n)}\b", sources)
+    ]
+    doc = stream_core.provider.__doc__ or ""
+    why = doc.split("why each stays")[1]
+    assert [n for n in unused if f"`{n}`" not in why] == []
