@@ -35,12 +35,9 @@ schema's objects closed with `additionalProperties: false`; other models get the
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 from pydantic_core import from_json
@@ -79,10 +76,10 @@ from stream_core.provider import (
     prepare_messages,
     refuse_forced_tool,
     required_field,
-    setting_in_url,
 )
 
 from . import _aws
+from ._bedrock_endpoint import DEFAULT_REGION, endpoint, profile, region
 from ._claude import claude_version, fit_thinking_budget, thinking_top_p_problem
 
 API = "bedrock-converse-stream"
@@ -140,8 +137,6 @@ _NO_CACHE_MODELS = ("claude-3-haiku", "claude-3-sonnet", "claude-3-opus", "claud
 _CLAUDE = "anthropic.claude"
 _INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 
-_ENDPOINT = re.compile(r"^bedrock-runtime(-fips)?\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
-_DEFAULT_REGION = "us-east-1"
 _SERVICE = "bedrock"
 _normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
 
@@ -185,46 +180,12 @@ def stream(
 # --- endpoint and auth --------------------------------------------------------------------
 
 
-def region(model: Model, options: StreamOptions) -> str:
-    """The AWS region of a call (module docstring), checked to be one plain name (a region
-    such as `x.evil.example:1/#` would move the request and its credential to another
-    host): anything else raises at `stream()`, naming where it came from."""
-    explicit = options.extra.get("region")
-    if explicit is not None and explicit != "":
-        return setting_in_url(explicit, 'StreamOptions.extra["region"]')
-    for env in ("AWS_REGION", "AWS_DEFAULT_REGION"):
-        found = os.environ.get(env, "").strip()
-        if found:
-            return setting_in_url(found, f"{env} (from the environment)")
-    profile = _aws.profile_region(_profile(options))
-    if profile:
-        return setting_in_url(profile, "the AWS profile's region (~/.aws/config)")
-    match = _ENDPOINT.match(httpx.URL(model.base_url).host)
-    return match.group(2) if match else _DEFAULT_REGION
-
-
-def endpoint(model: Model, options: StreamOptions) -> str:
-    """The streaming URL: the region's Bedrock endpoint, or a custom base URL as is."""
-    base = model.base_url.rstrip("/")
-    url = httpx.URL(base or f"https://bedrock-runtime.{_DEFAULT_REGION}.amazonaws.com")
-    match = _ENDPOINT.match(url.host)
-    if match or not base:
-        fips, cn = (match.group(1) or "", match.group(3) or "") if match else ("", "")
-        base = f"https://bedrock-runtime{fips}.{region(model, options)}.amazonaws.com{cn}"
-    return f"{base}/model/{quote(model.id, safe='')}/converse-stream"
-
-
-def _profile(options: StreamOptions) -> str | None:
-    profile = options.extra.get("profile")
-    return profile if isinstance(profile, str) and profile else None
-
-
 def _sign(
     request: httpx.Request, model: Model, options: StreamOptions, api_key: str | None
 ) -> tuple[str, ...]:
     if api_key:
         return ()  # a Bedrock API key: the bearer header is all it takes
-    credentials = _aws.find_credentials(_profile(options))
+    credentials = _aws.find_credentials(profile(options))
     if credentials is None:
         raise StreamFailure(
             StreamError(
@@ -631,5 +592,5 @@ WIRE = WireAPI(
     extra=_EXTRA,
     extra_types={"region": (str,), "profile": (str,)},
     output_mode=lambda model: "native" if _native_output(model) else "tool",
-    providers={"amazon-bedrock": f"https://bedrock-runtime.{_DEFAULT_REGION}.amazonaws.com"},
+    providers={"amazon-bedrock": f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"},
 )

@@ -26,38 +26,26 @@ for `parallel_tool_calls`, so `False` raises. `StreamOptions.extra` (`_EXTRA`):
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import re
-import sys
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
-from json.encoder import encode_basestring as _quote  # a JSON string literal, raw UTF-8
 from typing import Any, TypeVar
 
-import anyio
 from pydantic_core import from_json
 
 from stream_core import (
-    AssistantMessage,
     AssistantStream,
     Context,
     ErrorKind,
-    ImageContent,
     Model,
-    StreamError,
     StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
-    ToolResultMessage,
-    UserMessage,
 )
 from stream_core.provider import (
-    IMAGE_OMITTED_TEXT,
     Assembler,
-    ProtocolError,
     StopRule,
     StreamFailure,
     Translator,
@@ -69,11 +57,13 @@ from stream_core.provider import (
     optional_field,
     output_spec,
     parse_json,
-    prepare_messages,
-    setting_in_url,
 )
 
+from ._gemini_args import ArgsWriter, _field
+from ._gemini_messages import convert_messages
 from ._gemini_schema import SchemaTooLarge, clean_schema, json_schema
+from ._vertex import VERTEX, VERTEX_KEY_ENV, vertex_base_url, vertex_token
+from ._vertex import VERTEX_BASE_URL as VERTEX_BASE_URL  # kept: a Vertex model is made with it
 
 API = "google-generative-ai"
 T = TypeVar("T")
@@ -124,13 +114,6 @@ _THINKING_LEVELS: tuple[tuple[str, dict[str, str]], ...] = (
     ("gemini-3", {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}),
 )
 
-# Models that reject a function call without a thought signature in the current turn; a
-# call from another model gets Google's documented placeholder instead.
-_SIGNATURE_REQUIRED = ("gemini-3",)
-_PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
-# Models that take images inside a function response (`functionResponse.parts`); others
-# get them in a user turn after the responses.
-_NESTED_RESPONSE_IMAGES = ("gemini-3",)
 
 # Portable control -> the Gemini field it becomes (README "Request controls").
 _CONTROLS = {
@@ -157,11 +140,7 @@ _GENERATION_FIELDS = {
 # `StreamOptions.tool_choice` -> `functionCallingConfig.mode` ({"tool": n} is ANY + the name).
 _TOOL_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 
-VERTEX = "google-vertex"
 _GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
-VERTEX_BASE_URL = "https://{host}/v1/projects/{project}/locations/{location}/publishers/google"
-_VERTEX_KEY_ENV = "GOOGLE_CLOUD_API_KEY"
-_VERTEX_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
 def stream(
@@ -174,7 +153,7 @@ def stream(
 
 
 def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
-    payload: dict[str, Any] = {"contents": _convert_messages(model, context)}
+    payload: dict[str, Any] = {"contents": convert_messages(model, context, API)}
     if context.system_prompt:
         payload["systemInstruction"] = {"parts": [{"text": context.system_prompt}]}
     config: dict[str, Any] = {}
@@ -215,7 +194,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     cached = options.extra.get("cached_content")
     if isinstance(cached, str):
         payload["cachedContent"] = cached  # explicit cache (implicit caching needs nothing)
-    url = _base_url(model, options).rstrip("/") + f"/models/{model.id}:streamGenerateContent"
+    url = vertex_base_url(model, options).rstrip("/") + f"/models/{model.id}:streamGenerateContent"
     return WireRequest(url=url + "?alt=sse", payload=payload)
 
 
@@ -242,174 +221,6 @@ def _thinking_config(model: Model, options: StreamOptions) -> dict[str, Any]:
     return config
 
 
-def _base_url(model: Model, options: StreamOptions) -> str:
-    """The Gemini API base as given. For Vertex AI, `VERTEX_BASE_URL`'s placeholders are
-    filled from the project and location (a base URL without them is used as it is); each
-    must be a plain name, and with no project (and no express-mode key) the call raises at
-    `stream()` naming the settings: a template is never sent as it is."""
-    if model.provider != VERTEX or "{" not in model.base_url:
-        return model.base_url
-    env = os.environ
-    project = _vertex_setting(
-        ("project", model.compat.get("project")),
-        ("GOOGLE_CLOUD_PROJECT", env.get("GOOGLE_CLOUD_PROJECT")),
-        ("GCLOUD_PROJECT", env.get("GCLOUD_PROJECT")),
-        part="path",
-    )
-    location = _vertex_setting(
-        ("location", model.compat.get("location")),
-        ("GOOGLE_CLOUD_LOCATION", env.get("GOOGLE_CLOUD_LOCATION")),
-        part="host",
-    )
-    location = location or "global"
-    host = "aiplatform.googleapis.com"
-    if location != "global":
-        host = f"{location}-{host}"
-    if not project:
-        if _vertex_key(options):
-            return f"https://{host}/v1/publishers/google"  # express mode: the key names it
-        raise ValueError(
-            "model.base_url: Vertex AI needs a project to fill its template: set "
-            'GOOGLE_CLOUD_PROJECT or Model.compat["project"] (or give an express-mode '
-            f"API key in {_VERTEX_KEY_ENV})"
-        )
-    return model.base_url.format(host=host, project=project, location=location)
-
-
-def _vertex_setting(*found: tuple[str, object], part: str) -> str | None:
-    """The first setting given, checked as one host label or path segment, naming where it
-    came from when it is not one (a location like `x.evil.example/#` would move the host)."""
-    for name, value in found:
-        if value is None or value == "" or (isinstance(value, str) and not value.strip()):
-            continue
-        where = f'Model.compat["{name}"]' if name.islower() else f"{name} (from the environment)"
-        return setting_in_url(value, where, part=part)
-    return None
-
-
-def _vertex_key(options: StreamOptions) -> str | None:
-    return options.api_key or os.environ.get(_VERTEX_KEY_ENV) or None
-
-
-def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
-    messages = prepare_messages(context, api=API, provider=model.provider, model_id=model.id)
-    vision = "image" in model.input
-    nested_images = any(f in model.id for f in _NESTED_RESPONSE_IMAGES)
-    out: list[dict[str, Any]] = []
-    # Gemini pairs responses with calls by position: one user turn, in call order.
-    order: dict[str, int] = {}  # tool-call id -> position in the last model turn
-    responses: list[tuple[int, dict[str, Any]]] = []
-    images: list[dict[str, Any]] = []  # tool-result images for models that cannot nest them
-    for m in messages:
-        if isinstance(m, ToolResultMessage):
-            at = order.get(m.tool_call_id, len(order))
-            responses.append((at, _function_response(m, vision, nested_images, images)))
-            continue
-        if responses:
-            out.append({"role": "user", "parts": _in_call_order(responses)})
-            responses = []
-        if images:
-            out.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
-            images = []
-        if isinstance(m, UserMessage):
-            content: Sequence[object] = (
-                [TextContent(text=m.content)] if isinstance(m.content, str) else m.content
-            )
-            parts = _user_parts(content, vision=vision)
-            if parts:
-                out.append({"role": "user", "parts": parts})
-        else:
-            calls = [b.id for b in m.content if isinstance(b, ToolCall)]
-            order = {call_id: i for i, call_id in enumerate(calls)}
-            parts = _model_parts(model, m)
-            if parts:
-                out.append({"role": "model", "parts": parts})
-    if responses:
-        out.append({"role": "user", "parts": _in_call_order(responses)})
-    if images:
-        out.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
-    # Consecutive turns of one role (function responses, their images, the user's next
-    # words) become one turn: roles alternate, responses first.
-    merged: list[dict[str, Any]] = []
-    for turn in out:
-        if merged and merged[-1]["role"] == turn["role"]:
-            merged[-1]["parts"] += turn["parts"]
-        else:
-            merged.append(turn)
-    return merged
-
-
-def _in_call_order(responses: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [part for _, part in sorted(responses, key=lambda r: r[0])]
-
-
-def _user_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
-    parts: list[dict[str, Any]] = []
-    for b in content:
-        if isinstance(b, TextContent):
-            if b.text.strip():
-                parts.append({"text": b.text})
-        elif not isinstance(b, ImageContent):
-            continue  # a block of a type we do not know: kept in the history, never sent
-        elif vision:
-            parts.append({"inlineData": {"mimeType": b.mime_type, "data": b.data}})
-        else:
-            parts.append({"text": IMAGE_OMITTED_TEXT})
-    return parts
-
-
-def _function_response(
-    m: ToolResultMessage, vision: bool, nested: bool, images: list[dict[str, Any]]
-) -> dict[str, Any]:
-    text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
-    pictures = [
-        {"inlineData": {"mimeType": b.mime_type, "data": b.data}}
-        for b in m.content
-        if isinstance(b, ImageContent)
-    ]
-    if not text:
-        text = "(see attached image)" if pictures and vision else "(no output)"
-    response: dict[str, Any] = {
-        "name": m.tool_name,
-        "response": {"error": text} if m.is_error else {"output": text},
-    }
-    if pictures and vision:
-        if nested:
-            response["parts"] = pictures
-        else:
-            images.extend(pictures)
-    return {"functionResponse": response}
-
-
-def _model_parts(model: Model, m: AssistantMessage) -> list[dict[str, Any]]:
-    # `prepare_messages` already turned another model's thinking into text and dropped its
-    # signatures: whatever signature is left is this model's own.
-    parts: list[dict[str, Any]] = []
-    for b in m.content:
-        if isinstance(b, TextContent):
-            if b.text.strip() or b.text_signature:
-                part: dict[str, Any] = {"text": b.text}
-                if b.text_signature:
-                    part["thoughtSignature"] = b.text_signature
-                parts.append(part)
-        elif isinstance(b, ThinkingContent):
-            if b.redacted or not (b.thinking.strip() or b.signature):
-                continue
-            part = {"thought": True, "text": b.thinking}
-            if b.signature:
-                part["thoughtSignature"] = b.signature
-            parts.append(part)
-        elif isinstance(b, ToolCall):
-            part = {"functionCall": {"name": b.name, "args": b.arguments}}
-            signature = b.thought_signature
-            if signature is None and any(f in model.id for f in _SIGNATURE_REQUIRED):
-                signature = _PLACEHOLDER_SIGNATURE
-            if signature:
-                part["thoughtSignature"] = signature
-            parts.append(part)
-    return parts
-
-
 # --- response -----------------------------------------------------------------------------
 
 _TEXT, _THINKING = "text", "thinking"
@@ -418,15 +229,6 @@ _CONTENT = _CANDIDATE + ".content"
 _PART = _CONTENT + ".parts[]"
 _CALL = _PART + ".functionCall"
 _PIECE = _CALL + ".partialArgs[]"
-
-
-def _field(obj: dict[str, Any], key: str, kind: type[T], where: str) -> T | None:
-    """`optional_field`, with the common case (absent, or exactly the type) inline: it runs
-    for every field of every chunk."""
-    value = obj.get(key)
-    if value is None or value.__class__ is kind:
-        return value
-    return optional_field(obj, key, kind, where)
 
 
 class _Reader:
@@ -439,7 +241,7 @@ class _Reader:
         self.usage: dict[str, Any] | None = None  # the last snapshot applied
         self.calls = 0
         self.streaming: Hashable | None = None
-        self.writer: _ArgsWriter | None = None
+        self.writer: ArgsWriter | None = None
 
     def chunk(self, obj: dict[str, Any], where: str) -> None:
         asm = self.asm
@@ -563,7 +365,7 @@ class _Reader:
                 asm.tool_call(key, json.dumps(args, ensure_ascii=False))
                 more = False
             else:
-                self.streaming, self.writer = key, _ArgsWriter()
+                self.streaming, self.writer = key, ArgsWriter()
         if signature:
             block = asm.block(key)
             if isinstance(block, ToolCall):
@@ -600,126 +402,6 @@ def _sign(asm: Assembler, key: str, signature: str) -> None:
         block.signature = signature
     elif isinstance(block, ToolCall) and block.thought_signature is None:
         block.thought_signature = signature
-
-
-_PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\[['\"]((?:[^'\"\\]|\\.)*)['\"]\]")
-
-
-def _parse_path(path: str) -> list[str | int]:
-    if not path.startswith("$"):
-        raise ProtocolError(f"partialArgs: jsonPath {path!r} does not start at $")
-    tokens: list[str | int] = []
-    pos = 1
-    while pos < len(path):
-        m = _PATH_TOKEN.match(path, pos)
-        if m is None:
-            raise ProtocolError(f"partialArgs: unreadable jsonPath {path!r}")
-        name, index, quoted = m.groups()
-        tokens.append(int(index) if index is not None else (name if name is not None else quoted))
-        pos = m.end()
-    if not tokens:
-        raise ProtocolError("partialArgs: jsonPath $ names no argument")
-    return tokens
-
-
-class _ArgsWriter:
-    """Writes streamed `partialArgs` (a path and a value each) as the JSON text of the
-    arguments object, in order, so the call streams like any other: containers are opened
-    and closed as the paths move on, a string in pieces stays open until its last piece."""
-
-    __slots__ = ("open_string", "path", "raw_path", "stack", "started")
-
-    def __init__(self) -> None:
-        self.started = False
-        self.raw_path: str | None = None
-        self.path: list[str | int] = []
-        # Open containers: [path token, child count, closing bracket]; the root is stack[0].
-        self.stack: list[list[Any]] = [[None, 0, "}"]]
-        self.open_string: list[str | int] | None = None
-
-    def add(self, asm: Assembler, key: Hashable, piece: dict[str, Any], where: str) -> None:
-        raw_path = piece.get("jsonPath")
-        if raw_path is not None and raw_path.__class__ is not str:
-            optional_field(piece, "jsonPath", str, where)
-        raw_path = raw_path or ""
-        if raw_path != self.raw_path:  # a string in pieces repeats its path
-            self.raw_path, self.path = raw_path, _parse_path(raw_path)
-        path = self.path
-        more = piece.get("willContinue")
-        if more is not None and more.__class__ is not bool:
-            optional_field(piece, "willContinue", bool, where)
-        more = more or False
-        value = piece.get("stringValue", piece)  # `piece` itself: the key is absent
-        if self.open_string is path and value is not piece:
-            # The common case: one more piece of the string being written.
-            if value is not None and value.__class__ is not str:
-                optional_field(piece, "stringValue", str, where)
-            fragment = _quote(value or "")
-            if more:
-                fragment = fragment[1:-1]
-            else:
-                fragment = fragment[1:]
-                self.open_string = None
-            asm.tool_call(key, fragment)
-            return
-        out: list[str] = []
-        if not self.started:
-            out.append("{")
-            self.started = True
-        if self.open_string is not None:
-            out.append('"')
-            self.open_string = None
-        self._descend(path, out)
-        if "stringValue" in piece:
-            text = _quote(_field(piece, "stringValue", str, where) or "")
-            if more:
-                out.append(text[:-1])
-                self.open_string = path
-            else:
-                out.append(text)
-        elif "numberValue" in piece:
-            number = _field(piece, "numberValue", float, where)
-            out.append(json.dumps(number, allow_nan=False))
-        elif "boolValue" in piece:
-            out.append(json.dumps(_field(piece, "boolValue", bool, where)))
-        else:
-            out.append("null")  # nullValue, or a value kind we do not know
-        asm.tool_call(key, "".join(out))
-
-    def _descend(self, path: list[str | int], out: list[str]) -> None:
-        """Close containers that `path` has left, open the ones it enters, and write the
-        separator and key before its value."""
-        stack = self.stack
-        parents = path[:-1]
-        common = 0
-        while common < len(parents) and common + 1 < len(stack):
-            if stack[common + 1][0] != parents[common]:
-                break
-            common += 1
-        while len(stack) > common + 1:
-            out.append(stack.pop()[2])
-        for depth in range(common, len(path)):
-            token = path[depth]
-            parent = stack[-1]
-            if parent[1]:
-                out.append(",")
-            parent[1] += 1
-            if isinstance(token, str):
-                out.append(_quote(token) + ":")
-            if depth < len(path) - 1:
-                array = isinstance(path[depth + 1], int)
-                out.append("[" if array else "{")
-                stack.append([token, 0, "]" if array else "}"])
-
-    def close(self, asm: Assembler, key: Hashable) -> None:
-        out = ['"'] if self.open_string is not None else []
-        if not self.started:
-            out.append("{")
-            self.started = True
-        self.open_string = None
-        while self.stack:
-            out.append(self.stack.pop()[2])
-        asm.tool_call(key, "".join(out))
 
 
 def _fail(obj: dict[str, Any]) -> None:
@@ -789,55 +471,11 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
 
 def _api_key_env(model: Model) -> str:
     if model.provider == VERTEX:
-        return _VERTEX_KEY_ENV
+        return VERTEX_KEY_ENV
     # GEMINI_API_KEY is Google's documented name; GOOGLE_API_KEY is the older one.
     if not os.environ.get("GEMINI_API_KEY") and os.environ.get("GOOGLE_API_KEY"):
         return "GOOGLE_API_KEY"
     return "GEMINI_API_KEY"
-
-
-def _google_auth_installed() -> bool:
-    if "google.auth" in sys.modules:
-        return True
-    try:
-        return importlib.util.find_spec("google.auth") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-async def _vertex_token(model: Model) -> str | None:
-    """An OAuth token from Application Default Credentials (Vertex AI without a key).
-
-    google-auth's refresh is blocking I/O (a metadata server or token endpoint): it runs in
-    a worker thread so the event loop keeps going.
-    """
-    if model.provider != VERTEX:
-        return None
-    # Only look for google-auth here: importing it (requests, urllib3) is itself tens of
-    # milliseconds of CPU, so it happens in the worker thread with the refresh.
-    if not _google_auth_installed():
-        raise StreamFailure(
-            StreamError(
-                kind="auth",
-                message="Vertex AI without an API key needs Application Default Credentials: "
-                "install stream-core[vertex], or set GOOGLE_CLOUD_API_KEY",
-            )
-        )
-
-    def fetch() -> str:
-        import google.auth
-        import google.auth.transport.requests
-
-        credentials, _ = google.auth.default(scopes=[_VERTEX_SCOPE])
-        credentials.refresh(google.auth.transport.requests.Request())  # type: ignore[no-untyped-call,unused-ignore]
-        return str(credentials.token)
-
-    try:
-        return await anyio.to_thread.run_sync(fetch, abandon_on_cancel=True)
-    except Exception as exc:  # google.auth.exceptions.* and the transport's errors
-        raise StreamFailure(
-            StreamError(kind="auth", message=f"Vertex AI credentials: {type(exc).__name__}: {exc}")
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -860,7 +498,7 @@ WIRE = WireAPI(
     api_key_env=_api_key_env,
     key_required=lambda model: model.provider != VERTEX,
     parse_response=_parse_response,
-    bearer_token=_vertex_token,
+    bearer_token=vertex_token,
     compat=Compat,
     providers={"google": _GEMINI_BASE_URL},
     controls=_CONTROLS,

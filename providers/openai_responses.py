@@ -39,33 +39,25 @@ half, priority double the list price).
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from stream_core import (
-    AssistantMessage,
     AssistantStream,
     Context,
     ErrorKind,
-    ImageContent,
     Model,
     StreamError,
     StreamOptions,
-    TextContent,
     ThinkingContent,
     ToolCall,
     ToolChoice,
-    ToolResultMessage,
-    UserMessage,
 )
 from stream_core.provider import (
-    IMAGE_OMITTED_TEXT,
-    TOOL_ERROR_PREFIX,
     Assembler,
     ProtocolError,
     StopRule,
@@ -75,16 +67,16 @@ from stream_core.provider import (
     WireRequest,
     as_object,
     error_from_vendor,
-    id_normalizer,
     optional_field,
     output_spec,
     parse_json,
-    prepare_messages,
     required_field,
     vendor_error_fields,
 )
 
 from ._azure import azure_base_url, is_azure
+from ._responses_input import convert_messages
+from ._responses_items import call_done, message_done, reasoning_done
 
 API = "openai-responses"
 
@@ -164,8 +156,6 @@ _EXTRA_TYPES: dict[str, tuple[type, ...]] = {
     "api_version": (str,),
 }
 
-_normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
-
 
 def stream(
     model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
@@ -183,7 +173,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         "model": (extra.get("deployment") or model.compat.get("deployment") or model.id)
         if azure
         else model.id,
-        "input": _convert_messages(model, context),
+        "input": convert_messages(model, context, API),
         "stream": True,
         "store": extra.get("store", False) is True,
     }
@@ -255,140 +245,6 @@ def _url(model: Model, options: StreamOptions) -> str:
     if version:
         url = str(httpx.URL(url, params={"api-version": str(version)}))
     return url
-
-
-def _convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
-    vision = "image" in model.input
-    out: list[dict[str, Any]] = []
-    if context.system_prompt:
-        role = "developer" if model.reasoning else "system"
-        out.append({"role": role, "content": context.system_prompt})
-    messages = prepare_messages(
-        context, api=API, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
-    )
-    for m in messages:
-        if isinstance(m, UserMessage):
-            if isinstance(m.content, str):
-                if m.content.strip():
-                    out.append(
-                        {"role": "user", "content": [{"type": "input_text", "text": m.content}]}
-                    )
-            else:
-                parts = _input_parts(m.content, vision=vision)
-                if parts:
-                    out.append({"role": "user", "content": parts})
-        elif isinstance(m, AssistantMessage):
-            out += _assistant_items(m)
-        else:
-            out.append(_tool_output(m, vision=vision))
-    return out
-
-
-def _input_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
-    parts: list[dict[str, Any]] = []
-    for b in content:
-        if isinstance(b, TextContent):
-            if b.text.strip():
-                parts.append({"type": "input_text", "text": b.text})
-        elif not isinstance(b, ImageContent):
-            continue  # a block of a type we do not know: kept in the history, never sent
-        elif vision:
-            parts.append(
-                {
-                    "type": "input_image",
-                    "detail": "auto",
-                    "image_url": f"data:{b.mime_type};base64,{b.data}",
-                }
-            )
-        else:
-            parts.append({"type": "input_text", "text": IMAGE_OMITTED_TEXT})
-    return parts
-
-
-def _tool_output(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
-    text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
-    has_image = any(isinstance(b, ImageContent) for b in m.content)
-    output: str | list[dict[str, Any]]
-    if has_image and vision:
-        output = _input_parts(m.content, vision=True)
-    else:
-        output = text or ("(see attached image)" if has_image else "(no output)")
-    if m.is_error:
-        # The item has no error flag: the model reads it in the output.
-        if isinstance(output, str):
-            output = TOOL_ERROR_PREFIX + output
-        else:
-            output = [{"type": "input_text", "text": TOOL_ERROR_PREFIX}, *output]
-    return {"type": "function_call_output", "call_id": m.tool_call_id, "output": output}
-
-
-def _assistant_items(m: AssistantMessage) -> list[dict[str, Any]]:
-    """Items for one assistant turn. After `prepare_messages`, vendor artifacts (reasoning
-    items, item ids) are left only on turns the target model wrote itself."""
-    items: list[dict[str, Any]] = []
-    # OpenAI pairs a reasoning item with the item after it by id: an item id is sent only
-    # when none of the turn's reasoning was left out, else the vendor rejects the orphan.
-    with_ids = all(
-        _reasoning_item(b) is not None for b in m.content if isinstance(b, ThinkingContent)
-    )
-    for b in m.content:
-        if isinstance(b, ThinkingContent):
-            item = _reasoning_item(b)
-            if item is not None:
-                items.append(item)
-            # Reasoning with nothing to resend (no encrypted item) is left out.
-        elif isinstance(b, TextContent):
-            if not b.text.strip():
-                continue
-            signature = _text_signature(b.text_signature) if with_ids else {}
-            if signature.get("id"):
-                message: dict[str, Any] = {
-                    "type": "message",
-                    "role": "assistant",
-                    "id": signature["id"],
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": b.text, "annotations": []}],
-                }
-                if signature.get("phase"):
-                    message["phase"] = signature["phase"]
-                items.append(message)
-            else:
-                items.append({"role": "assistant", "content": b.text})
-        elif isinstance(b, ToolCall):
-            call: dict[str, Any] = {
-                "type": "function_call",
-                "call_id": b.id,
-                "name": b.name,
-                "arguments": json.dumps(b.arguments, ensure_ascii=False),
-            }
-            if with_ids and b.thought_signature:
-                call["id"] = b.thought_signature
-            items.append(call)
-    return items
-
-
-def _reasoning_item(b: ThinkingContent) -> dict[str, Any] | None:
-    if not b.signature or not b.signature.startswith("{"):
-        return None
-    try:
-        item = json.loads(b.signature)
-    except ValueError:
-        return None
-    if not isinstance(item, dict) or item.get("type") != "reasoning":
-        return None
-    return item
-
-
-def _text_signature(signature: str | None) -> dict[str, Any]:
-    if not signature:
-        return {}
-    if not signature.startswith("{"):
-        return {"id": signature}
-    try:
-        parsed = json.loads(signature)
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 # --- response -----------------------------------------------------------------------------
@@ -530,109 +386,15 @@ def _item_done(items: _Items, key: Hashable, item: dict[str, Any]) -> None:
     if kinds.get(key) == _DONE:
         return
     if itype == _MESSAGE:
-        _message_done(items.asm, key, item, where)
+        message_done(items.asm, key, item, where)
     elif itype == _REASONING:
-        _reasoning_done(items.asm, key, item, where)
+        reasoning_done(items.asm, key, item, where)
     elif itype == _CALL:
-        _call_done(items.asm, key, item, where)
+        call_done(items.asm, key, item, where)
     else:
         return
     kinds[key] = _DONE
     items.parts.pop(key, None)
-
-
-def _complete_text(asm: Assembler, key: Hashable, final: str, *, thinking: bool) -> None:
-    """Send what the deltas did not: the final text's rest when the streamed text is its
-    start (otherwise the deltas stand: they are what the caller saw)."""
-    block = asm.block(key)
-    if isinstance(block, TextContent):
-        streamed = block.text
-    elif isinstance(block, ThinkingContent):
-        streamed = block.thinking
-    else:
-        streamed = ""
-    if len(final) > len(streamed) and final.startswith(streamed):
-        rest = final[len(streamed) :]
-        if thinking:
-            asm.thinking(key, rest)
-        else:
-            asm.text(key, rest)
-
-
-def _message_done(asm: Assembler, key: Hashable, item: dict[str, Any], where: str) -> None:
-    texts: list[str] = []
-    refusal: str | None = None
-    for raw in optional_field(item, "content", list, where) or ():
-        part = as_object(raw, f"{where}.content[]")
-        ptype = optional_field(part, "type", str, f"{where}.content[]")
-        if ptype == "output_text":
-            texts.append(optional_field(part, "text", str, f"{where}.content[]") or "")
-        elif ptype == "refusal":
-            refusal = optional_field(part, "refusal", str, f"{where}.content[]") or ""
-            texts.append(refusal)
-    _complete_text(asm, key, "".join(texts), thinking=False)
-    if refusal is not None:
-        asm.set_stop_reason(None, detail=refusal[:200] or "refusal", rule="refusal")
-    block = asm.block(key)
-    if isinstance(block, TextContent):
-        signature: dict[str, str] = {}
-        item_id = optional_field(item, "id", str, where)
-        if item_id:
-            signature["id"] = item_id
-        phase = optional_field(item, "phase", str, where)
-        if phase:
-            signature["phase"] = phase
-        if signature:
-            block.text_signature = json.dumps(signature, separators=(",", ":"))
-    asm.end(key)
-
-
-def _reasoning_done(asm: Assembler, key: Hashable, item: dict[str, Any], where: str) -> None:
-    texts = _part_texts(item, "summary", where) or _part_texts(item, "content", where)
-    _complete_text(asm, key, "\n\n".join(texts), thinking=True)
-    encrypted = optional_field(item, "encrypted_content", str, where)
-    block = asm.block(key)
-    if encrypted:
-        if block is None:
-            # Reasoning with no summary text: an empty block carries the encrypted item.
-            asm.start_thinking(key, redacted=True)
-        asm.thinking_signature(key, json.dumps(item, ensure_ascii=False, separators=(",", ":")))
-    asm.end(key)
-
-
-def _part_texts(item: dict[str, Any], field: str, where: str) -> list[str]:
-    out = []
-    for raw in optional_field(item, field, list, where) or ():
-        part = as_object(raw, f"{where}.{field}[]")
-        text = optional_field(part, "text", str, f"{where}.{field}[]")
-        if text:
-            out.append(text)
-    return out
-
-
-def _call_done(asm: Assembler, key: Hashable, item: dict[str, Any], where: str) -> None:
-    call_id = optional_field(item, "call_id", str, where) or None
-    name = optional_field(item, "name", str, where) or None
-    arguments = optional_field(item, "arguments", str, where) or ""
-    block = asm.block(key)
-    if isinstance(block, ToolCall):
-        if call_id or name:
-            asm.tool_call(key, "", id=call_id, name=name)
-        streamed = block.partial_json
-    elif isinstance(block, TextContent):
-        # The structured-output tool (tool mode): the assembler streams its arguments as
-        # the answer's text.
-        streamed = block.text
-    else:
-        asm.start_tool_call(key, id=call_id or "", name=name or "")
-        block = asm.block(key)
-        streamed = ""
-    if len(arguments) > len(streamed) and arguments.startswith(streamed):
-        asm.tool_call(key, arguments[len(streamed) :])
-    item_id = optional_field(item, "id", str, where)
-    if item_id and isinstance(block, ToolCall):
-        block.thought_signature = item_id
-    asm.end(key)
 
 
 def _terminal(items: _Items, response: dict[str, Any], kind: str) -> None:

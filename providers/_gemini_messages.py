@@ -1,0 +1,150 @@
+"""A context in the Gemini API's shape: `contents` of `user` and `model` turns, function
+responses answered in call order in one user turn, images where the model can take them,
+thought signatures sent back (or the documented placeholder where a model demands one)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stream_core import (
+    AssistantMessage,
+    Context,
+    ImageContent,
+    Model,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from stream_core.provider import IMAGE_OMITTED_TEXT, prepare_messages
+
+__all__ = ["convert_messages"]
+
+# Models that reject a function call without a thought signature in the current turn; a
+# call from another model gets Google's documented placeholder instead.
+_SIGNATURE_REQUIRED = ("gemini-3",)
+_PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
+# Models that take images inside a function response (`functionResponse.parts`); others
+# get them in a user turn after the responses.
+_NESTED_RESPONSE_IMAGES = ("gemini-3",)
+
+
+def convert_messages(model: Model, context: Context, api: str) -> list[dict[str, Any]]:
+    messages = prepare_messages(context, api=api, provider=model.provider, model_id=model.id)
+    vision = "image" in model.input
+    nested_images = any(f in model.id for f in _NESTED_RESPONSE_IMAGES)
+    out: list[dict[str, Any]] = []
+    # Gemini pairs responses with calls by position: one user turn, in call order.
+    order: dict[str, int] = {}  # tool-call id -> position in the last model turn
+    responses: list[tuple[int, dict[str, Any]]] = []
+    images: list[dict[str, Any]] = []  # tool-result images for models that cannot nest them
+    for m in messages:
+        if isinstance(m, ToolResultMessage):
+            at = order.get(m.tool_call_id, len(order))
+            responses.append((at, _function_response(m, vision, nested_images, images)))
+            continue
+        if responses:
+            out.append({"role": "user", "parts": _in_call_order(responses)})
+            responses = []
+        if images:
+            out.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
+            images = []
+        if isinstance(m, UserMessage):
+            content: Sequence[object] = (
+                [TextContent(text=m.content)] if isinstance(m.content, str) else m.content
+            )
+            parts = _user_parts(content, vision=vision)
+            if parts:
+                out.append({"role": "user", "parts": parts})
+        else:
+            calls = [b.id for b in m.content if isinstance(b, ToolCall)]
+            order = {call_id: i for i, call_id in enumerate(calls)}
+            parts = _model_parts(model, m)
+            if parts:
+                out.append({"role": "model", "parts": parts})
+    if responses:
+        out.append({"role": "user", "parts": _in_call_order(responses)})
+    if images:
+        out.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
+    # Consecutive turns of one role (function responses, their images, the user's next
+    # words) become one turn: roles alternate, responses first.
+    merged: list[dict[str, Any]] = []
+    for turn in out:
+        if merged and merged[-1]["role"] == turn["role"]:
+            merged[-1]["parts"] += turn["parts"]
+        else:
+            merged.append(turn)
+    return merged
+
+
+def _in_call_order(responses: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [part for _, part in sorted(responses, key=lambda r: r[0])]
+
+
+def _user_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
+    parts: list[dict[str, Any]] = []
+    for b in content:
+        if isinstance(b, TextContent):
+            if b.text.strip():
+                parts.append({"text": b.text})
+        elif not isinstance(b, ImageContent):
+            continue  # a block of a type we do not know: kept in the history, never sent
+        elif vision:
+            parts.append({"inlineData": {"mimeType": b.mime_type, "data": b.data}})
+        else:
+            parts.append({"text": IMAGE_OMITTED_TEXT})
+    return parts
+
+
+def _function_response(
+    m: ToolResultMessage, vision: bool, nested: bool, images: list[dict[str, Any]]
+) -> dict[str, Any]:
+    text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
+    pictures = [
+        {"inlineData": {"mimeType": b.mime_type, "data": b.data}}
+        for b in m.content
+        if isinstance(b, ImageContent)
+    ]
+    if not text:
+        text = "(see attached image)" if pictures and vision else "(no output)"
+    response: dict[str, Any] = {
+        "name": m.tool_name,
+        "response": {"error": text} if m.is_error else {"output": text},
+    }
+    if pictures and vision:
+        if nested:
+            response["parts"] = pictures
+        else:
+            images.extend(pictures)
+    return {"functionResponse": response}
+
+
+def _model_parts(model: Model, m: AssistantMessage) -> list[dict[str, Any]]:
+    # `prepare_messages` already turned another model's thinking into text and dropped its
+    # signatures: whatever signature is left is this model's own.
+    parts: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextContent):
+            if b.text.strip() or b.text_signature:
+                part: dict[str, Any] = {"text": b.text}
+                if b.text_signature:
+                    part["thoughtSignature"] = b.text_signature
+                parts.append(part)
+        elif isinstance(b, ThinkingContent):
+            if b.redacted or not (b.thinking.strip() or b.signature):
+                continue
+            part = {"thought": True, "text": b.thinking}
+            if b.signature:
+                part["thoughtSignature"] = b.signature
+            parts.append(part)
+        elif isinstance(b, ToolCall):
+            part = {"functionCall": {"name": b.name, "args": b.arguments}}
+            signature = b.thought_signature
+            if signature is None and any(f in model.id for f in _SIGNATURE_REQUIRED):
+                signature = _PLACEHOLDER_SIGNATURE
+            if signature:
+                part["thoughtSignature"] = signature
+            parts.append(part)
+    return parts
