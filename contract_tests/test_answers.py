@@ -9,6 +9,9 @@ it is read as an answer, not a stream.
 from __future__ import annotations
 
 import pytest
+
+import stream_core
+import stream_core.provider
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     JSON_ANSWER,
@@ -21,9 +24,6 @@ from stream_core.contract_tests.kit import (
     one_byte,
     replay,
 )
-
-import stream_core
-import stream_core.provider
 
 
 def _reads_answers(api: str) -> bool:

@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from stream_core.contract_tests.kit import API_KEY, apis_under_test, contract_model, options
 
 import stream_core
 from stream_core import Context, ImageContent, Model, StreamOptions, TextContent, Tool, UserMessage
+from stream_core.contract_tests.kit import API_KEY, apis_under_test, contract_model, options
 
 APIS = apis_under_test()
 PNG = (

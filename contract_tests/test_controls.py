@@ -15,10 +15,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from stream_core.contract_tests.kit import apis_under_test, contract_model, options, run_provider
 
 import stream_core.provider
 from stream_core import Context, Model, Tool, UserMessage
+from stream_core.contract_tests.kit import apis_under_test, contract_model, options, run_provider
 from stream_core.provider import CONTROLS
 
 SCHEMA = {

@@ -24,6 +24,9 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import SocketAttribute, SocketStream
+
+import stream_core
+from stream_core import AssistantStreamEvent, dump_messages, event_to_json
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     API_KEY,
@@ -37,9 +40,6 @@ from stream_core.contract_tests.kit import (
     text_case,
     vendor_response,
 )
-
-import stream_core
-from stream_core import AssistantStreamEvent, dump_messages, event_to_json
 
 APIS = apis_under_test()
 # trio is a dev dependency here; a plugin author's install may not have it.

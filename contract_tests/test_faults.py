@@ -17,6 +17,16 @@ import anyio
 import httpx
 import pytest
 import respx
+
+import stream_core
+from stream_core import (
+    MessageUpdate,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    audit_tool_pairs,
+    fail_truncated_tool_calls,
+)
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     API_KEY,
@@ -36,16 +46,6 @@ from stream_core.contract_tests.kit import (
     run_provider,
     text_case,
     vendor_response,
-)
-
-import stream_core
-from stream_core import (
-    MessageUpdate,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    audit_tool_pairs,
-    fail_truncated_tool_calls,
 )
 
 APIS = apis_under_test()

@@ -6,6 +6,8 @@ names the cause once, before those failures.
 from __future__ import annotations
 
 import pytest
+
+import stream_core.provider
 from stream_core.contract_tests.kit import (
     PLAIN_TEXT,
     apis_under_test,
@@ -15,8 +17,6 @@ from stream_core.contract_tests.kit import (
     text_case,
     whole,
 )
-
-import stream_core.provider
 
 APIS = apis_under_test()
 

@@ -20,6 +20,9 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import stream_core
+from stream_core import AssistantMessage, MessageEnd, event_to_json
 from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.contract_tests.kit import (
     Fixture,
@@ -33,9 +36,6 @@ from stream_core.contract_tests.kit import (
     replay_response,
     split_at,
 )
-
-import stream_core
-from stream_core import AssistantMessage, MessageEnd, event_to_json
 
 APIS = apis_under_test()
 # trio is a dev dependency here; a plugin author's install may not have it.

@@ -1,8 +1,10 @@
 """Where `stream_core.providers` and `stream_core.contract_tests` come from.
 
-Installed from a wheel they are real subpackages (hatch maps the repo's top-level folders
-into the package). In a source checkout they stay top-level folders of the repo, and one
-finder on `sys.meta_path` resolves exactly those two names there. The package's own search
+Installed from a wheel they are real subpackages (hatch ships the repo's top-level folders
+inside the package). In a source checkout `stream_core/providers` and
+`stream_core/contract_tests` are links to the top-level folders, so nothing is needed;
+where the links were not checked out (a Windows checkout without symlinks), one finder on
+`sys.meta_path` resolves exactly those two names there. The package's own search
 path is left alone, so nothing else at the repo root (`tests`, `benchmarks`, even
 `stream_core` itself) imports as `stream_core.<name>`.
 """

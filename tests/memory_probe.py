@@ -26,9 +26,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
-from stream_core.contract_tests.kit import framing, options, text_case
 
 import stream_core
+from stream_core.contract_tests.kit import framing, options, text_case
 
 GB = 1024**3
 PIECE = 64 * 1024

@@ -15,7 +15,6 @@ import anyio
 import httpx
 import pytest
 import respx
-from stream_core.contract_tests.kit import options, sse_response
 
 import stream_core
 from stream_core import (
@@ -28,6 +27,7 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
 )
+from stream_core.contract_tests.kit import options, sse_response
 
 MODEL = Model(
     id="claude-thinker",

@@ -7,10 +7,10 @@ from typing import Any
 
 import anyio
 import pytest
-from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.kit import Run, options, run_provider, sse_response
 
 from stream_core import ThinkingContent, ToolCall
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import Run, options, run_provider, sse_response
 
 API = "anthropic-messages"
 

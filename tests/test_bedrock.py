@@ -13,8 +13,6 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from stream_core.contract_tests.kit import event_stream_frame
-from stream_core.providers import _aws
 
 import stream_core
 from stream_core import (
@@ -30,6 +28,8 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
 )
+from stream_core.contract_tests.kit import event_stream_frame
+from stream_core.providers import _aws
 
 API = "bedrock-converse-stream"
 CLAUDE = stream_core.get_model("amazon-bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0")

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stream_core.contract_tests.kit import apis_under_test
 from test_growth import growth_ratio
 
 import stream_core._cost as cost_module
@@ -30,6 +29,7 @@ from stream_core import AssistantMessage, Model, StreamOptions
 from stream_core._decoding.eventstream import EventStreamDecoder
 from stream_core._decoding.sse import FramingError
 from stream_core._errors import KEPT_LIMIT
+from stream_core.contract_tests.kit import apis_under_test
 from stream_core.provider import Assembler, NDJSONBytesDecoder, SSEBytesDecoder
 
 APIS = apis_under_test()
@@ -259,6 +259,7 @@ def test_the_price_lookups_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _answer(api: str, body: bytes, coding: str) -> Any:
     import httpx
+
     from stream_core.contract_tests.kit import chunk_stream, framing
 
     headers = {"content-type": framing(api).media_type, "content-encoding": coding}
@@ -267,10 +268,10 @@ def _answer(api: str, body: bytes, coding: str) -> Any:
 
 async def _run(api: str, response: Any, wire: Any = None, **opts: Any) -> AssistantMessage:
     import httpx
-    from stream_core.contract_tests.kit import contract_context, contract_model, options
 
     from stream_core._pipeline.stream import AssistantStream
     from stream_core._registry import get_provider
+    from stream_core.contract_tests.kit import contract_context, contract_model, options
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: response))
     async with client:

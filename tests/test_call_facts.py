@@ -10,9 +10,9 @@ from typing import Any
 
 import anyio
 import pytest
-from stream_core.contract_tests.kit import Run, run_provider, sse_response
 
 from stream_core import AssistantMessage, dump_messages, get_model, load_messages
+from stream_core.contract_tests.kit import Run, run_provider, sse_response
 from stream_core.provider import Assembler
 
 

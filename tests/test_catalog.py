@@ -9,10 +9,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from stream_core.providers.openai_completions import COMPAT
 
 from stream_core import Model, get_model, list_models, register_model
 from stream_core import _models as models_module
+from stream_core.providers.openai_completions import COMPAT
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "stream_core" / "catalog.json"

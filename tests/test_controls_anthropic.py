@@ -15,11 +15,11 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from stream_core.contract_tests.kit import BASE_URL, Run, options, run_provider, sse_response
 from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import Context, Model, Tool, UserMessage
+from stream_core.contract_tests.kit import BASE_URL, Run, options, run_provider, sse_response
 
 API = "anthropic-messages"
 ZOOM = Tool(

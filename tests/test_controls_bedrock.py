@@ -13,7 +13,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from stream_core.contract_tests.kit import BASE_URL, Run, event_stream_frame, options, run_provider
 from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
@@ -27,6 +26,7 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
 )
+from stream_core.contract_tests.kit import BASE_URL, Run, event_stream_frame, options, run_provider
 
 API = "bedrock-converse-stream"
 LOOKUP = Tool(

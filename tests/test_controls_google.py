@@ -13,13 +13,13 @@ import httpx
 import pytest
 import respx
 from pydantic import BaseModel
-from stream_core.contract_tests.kit import Run, contract_model, options, run_provider, sse_response
-from stream_core.providers import google
 from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import Context, Model, StreamOptions, Tool, UserMessage
+from stream_core.contract_tests.kit import Run, contract_model, options, run_provider, sse_response
 from stream_core.provider import CONTROLS
+from stream_core.providers import google
 
 API = "google-generative-ai"
 ZOOM = Tool(

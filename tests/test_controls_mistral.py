@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 import respx
-from stream_core.contract_tests.kit import options, sse_response
 from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import Context, Model, Tool, UserMessage
+from stream_core.contract_tests.kit import options, sse_response
 from stream_core.provider import get_provider
 
 pytestmark = [pytest.mark.anyio]

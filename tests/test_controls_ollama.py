@@ -10,12 +10,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from stream_core.contract_tests.kit import options
-from stream_core.providers import ollama
 from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import AssistantMessage, Context, Model, Tool, UserMessage
+from stream_core.contract_tests.kit import options
+from stream_core.providers import ollama
 
 CHAT = Model(id="llama3.2", api="ollama-chat", provider="ollama", base_url="http://ollama.test")
 GENERATE = CHAT.model_copy(update={"api": "ollama-generate"})

@@ -12,12 +12,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from stream_core.contract_tests.kit import options
-from stream_core.providers import openai_responses
 from structured_answer import ANSWER, SCHEMA, Weather
 
 import stream_core
 from stream_core import AssistantMessage, Context, Model, Tool, UserMessage
+from stream_core.contract_tests.kit import options
+from stream_core.providers import openai_responses
 
 API = "openai-responses"
 MODEL = Model(id="gpt-test", api=API, provider="openai", base_url="https://api.openai.com/v1")

@@ -19,7 +19,6 @@ import pytest
 import respx
 from hypothesis import given
 from hypothesis import strategies as st
-from stream_core.contract_tests.kit import options, sse_response
 
 import stream_core
 import stream_core.provider
@@ -36,6 +35,7 @@ from stream_core import (
 )
 from stream_core import _cost as cost_module
 from stream_core._cost import cost_context
+from stream_core.contract_tests.kit import options, sse_response
 from stream_core.provider import Assembler, CostContext, compute_cost
 
 # Our provider name -> genai-prices' provider id, for the reference computation.

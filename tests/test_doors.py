@@ -91,8 +91,24 @@ print(found, stream_core.providers.__file__, stream_core.contract_tests.__file__
         "docs": False,
         "stream_core": False,
     }
-    assert Path(providers_file) == ROOT / "providers" / "__init__.py"
-    assert Path(contract_file) == ROOT / "contract_tests" / "__init__.py"
+    # The package's `providers` is the top-level folder (a link to it): the same file.
+    assert Path(providers_file).resolve() == (ROOT / "providers" / "__init__.py").resolve()
+    assert Path(contract_file).resolve() == (ROOT / "contract_tests" / "__init__.py").resolve()
+
+
+def test_a_checkout_holds_no_copy_of_the_shipped_folders() -> None:
+    """Issue 24: the editable install copied `providers` into site-packages, a copy that
+    went stale after an edit and that mypy and editors resolved `stream_core.providers`
+    to. Now nothing is copied: what runs and what is checked is the checkout's file."""
+    import sysconfig
+
+    if Path(stream_core.__file__).resolve().parent != (ROOT / "stream_core").resolve():
+        pytest.skip("stream_core is installed from a wheel here, not from this checkout")
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    assert not (purelib / "stream_core" / "providers").exists()
+    assert not (purelib / "stream_core" / "contract_tests").exists()
+    linked = ROOT / "stream_core" / "providers" / "anthropic.py"
+    assert linked.resolve() == (ROOT / "providers" / "anthropic.py").resolve()
 
 
 def test_importing_the_package_twice_adds_one_finder() -> None:

@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from stream_core.contract_tests.kit import options, sse_response
 
 import stream_core
 from stream_core import Context, Model, UserMessage
+from stream_core.contract_tests.kit import options, sse_response
 
 HELLO = Context(messages=[UserMessage(content="hi")])
 OPENAI_OK = (

@@ -10,9 +10,9 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stream_core.contract_tests.kit import event_stream_frame, split_at
 
 from stream_core._decoding.sse import FramingError
+from stream_core.contract_tests.kit import event_stream_frame, split_at
 from stream_core.provider import EventStreamDecoder, ProtocolError
 
 _events = st.lists(

@@ -17,9 +17,6 @@ import pytest
 import respx
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.kit import Run, options, run_provider, sse_response
-from stream_core.providers import google
 
 import stream_core
 from stream_core import (
@@ -36,7 +33,10 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
 )
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import Run, options, run_provider, sse_response
 from stream_core.provider import Assembler, StreamFailure
+from stream_core.providers import google
 
 API = "google-generative-ai"
 

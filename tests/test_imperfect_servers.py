@@ -16,14 +16,6 @@ import anyio
 import httpx
 import pytest
 import respx
-from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.kit import (
-    Run,
-    contract_model,
-    options,
-    run_provider,
-    sse_response,
-)
 
 import stream_core
 from stream_core import (
@@ -38,6 +30,14 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
     audit_tool_pairs,
+)
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import (
+    Run,
+    contract_model,
+    options,
+    run_provider,
+    sse_response,
 )
 from stream_core.provider import prepare_messages
 

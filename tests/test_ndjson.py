@@ -6,8 +6,8 @@ import json
 
 from hypothesis import given
 from hypothesis import strategies as st
-from stream_core.contract_tests.kit import split_at
 
+from stream_core.contract_tests.kit import split_at
 from stream_core.provider import NDJSONBytesDecoder
 
 _objects = st.lists(

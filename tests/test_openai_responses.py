@@ -12,8 +12,6 @@ import anyio
 import httpx
 import pytest
 import respx
-from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.kit import API_KEY, Run, options, sse_response
 
 import stream_core
 from stream_core import (
@@ -28,6 +26,8 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
 )
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import API_KEY, Run, options, sse_response
 
 API = "openai-responses"
 TARGET = Model(

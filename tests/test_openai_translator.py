@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import anyio
-from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.kit import Run, run_provider, sse_response
 
 from stream_core import TextContent, ThinkingContent, ToolCall
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import Run, run_provider, sse_response
 
 API = "openai-completions"
 

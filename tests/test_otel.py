@@ -17,7 +17,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from stream_core.contract_tests.kit import sse_response
 
 from stream_core import (
     Context,
@@ -31,6 +30,7 @@ from stream_core import (
     get_model,
     stream,
 )
+from stream_core.contract_tests.kit import sse_response
 
 ROOT = Path(__file__).parents[1]
 TEXT_BODY = (

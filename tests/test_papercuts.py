@@ -22,12 +22,6 @@ import httpx
 import pytest
 import respx
 from doc_pages import docs_text
-from stream_core.contract_tests.kit import (
-    contract_model,
-    framing,
-    options,
-    text_case,
-)
 
 import stream_core
 import stream_core.provider
@@ -49,6 +43,12 @@ from stream_core import (
     total_usage,
 )
 from stream_core._cli import main as cli_main
+from stream_core.contract_tests.kit import (
+    contract_model,
+    framing,
+    options,
+    text_case,
+)
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"

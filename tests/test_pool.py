@@ -15,11 +15,11 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import SocketAttribute, SocketStream
-from stream_core.contract_tests.kit import options, text_case
 from threaded_loopback import read_request
 
 import stream_core
 from stream_core import _connections, _transport
+from stream_core.contract_tests.kit import options, text_case
 
 ROOT = Path(__file__).resolve().parent.parent
 API = "anthropic-messages"

@@ -20,12 +20,10 @@ from typing import Any
 import anyio
 import pytest
 import respx
-import stream_core.providers as providers
-from stream_core.contract_tests.kit import contract_model, options, sse_response
-from stream_core.providers import openai_completions
 
 import stream_core
 import stream_core.provider
+import stream_core.providers as providers
 from stream_core import (
     AssistantStream,
     Context,
@@ -34,6 +32,8 @@ from stream_core import (
     UserMessage,
 )
 from stream_core import _registry as registry
+from stream_core.contract_tests.kit import contract_model, options, sse_response
+from stream_core.providers import openai_completions
 
 HELLO = Context(messages=[UserMessage(content="hi")])
 OK_BODY = (

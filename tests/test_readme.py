@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import respx
 from doc_pages import docs_text
-from stream_core.contract_tests.kit import sse_response
 
 import stream_core
 from stream_core._cli.demo import demo_body
+from stream_core.contract_tests.kit import sse_response
 from stream_core.provider import WireAPI
 
 README = Path(__file__).parents[1] / "README.md"

@@ -17,7 +17,6 @@ import httpx
 import pytest
 import respx
 from pydantic import BaseModel, Field
-from stream_core.contract_tests.kit import options, sse_response
 
 import stream_core
 from stream_core import (
@@ -32,6 +31,7 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
 )
+from stream_core.contract_tests.kit import options, sse_response
 
 pytestmark = [
     pytest.mark.anyio,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.kit import FIXTURES, check_expect, load_fixtures
 
 import stream_core
 from stream_core._cli import main
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import FIXTURES, check_expect, load_fixtures
 from stream_core.testing._serve import FakeVendor
 
 # Where each API's client puts its path under the base URL (the default: the server root).

@@ -17,9 +17,9 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stream_core.contract_tests.kit import one_byte, run_provider, split_at, sse_response
 
 from stream_core._decoding.sse import _PIECE, FramingError, SSEBytesDecoder
+from stream_core.contract_tests.kit import one_byte, run_provider, split_at, sse_response
 
 # Characters that other line splitters treat as line breaks, and multi-byte UTF-8.
 SPECIAL = [

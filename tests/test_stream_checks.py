@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from stream_core.providers import anthropic
 
 from stream_core import Context, Model, StreamOptions, UserMessage
+from stream_core.providers import anthropic
 
 CONTEXT = Context(messages=[UserMessage(content="hi")])
 MODEL = Model(id="m", api="anthropic-messages", provider="anthropic", base_url="https://x.test")

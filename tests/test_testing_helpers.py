@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from stream_core.contract_tests.grammar import assert_valid_event_stream
 
 import stream_core
 from stream_core import (
@@ -22,6 +21,7 @@ from stream_core import (
     Usage,
     UserMessage,
 )
+from stream_core.contract_tests.grammar import assert_valid_event_stream
 from stream_core.testing import (
     faux_cut,
     faux_error,

@@ -13,6 +13,10 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import SocketAttribute, SocketStream
+from threaded_loopback import read_request
+
+import stream_core
+from stream_core import MessageUpdate, StreamError, TextDelta, ThinkingDelta
 from stream_core.contract_tests.kit import (
     API_KEY,
     Run,
@@ -23,10 +27,6 @@ from stream_core.contract_tests.kit import (
     text_case,
     vendor_response,
 )
-from threaded_loopback import read_request
-
-import stream_core
-from stream_core import MessageUpdate, StreamError, TextDelta, ThinkingDelta
 
 APIS = apis_under_test()
 HIT = 5.0  # a guard against hangs, not a timing assertion

@@ -16,14 +16,6 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.kit import (
-    Run,
-    contract_model,
-    options,
-    run_provider,
-    sse_response,
-)
 
 from stream_core import (
     AssistantMessage,
@@ -35,6 +27,14 @@ from stream_core import (
     ThinkingContent,
     ToolCall,
     is_context_overflow,
+)
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import (
+    Run,
+    contract_model,
+    options,
+    run_provider,
+    sse_response,
 )
 from stream_core.provider import Assembler, StreamFailure, get_provider
 

@@ -14,15 +14,6 @@ import anyio
 import httpx
 import pytest
 import respx
-from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.kit import (
-    API_KEY,
-    Run,
-    contract_context,
-    contract_model,
-    options,
-    replay_response,
-)
 
 import stream_core
 from stream_core import (
@@ -39,6 +30,15 @@ from stream_core import (
     ToolCall,
     UserMessage,
     event_to_json,
+)
+from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.kit import (
+    API_KEY,
+    Run,
+    contract_context,
+    contract_model,
+    options,
+    replay_response,
 )
 
 ANTHROPIC, OPENAI = "anthropic-messages", "openai-completions"
