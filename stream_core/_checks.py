@@ -15,6 +15,7 @@ __all__ = [
     "SECRET_HEADERS",
     "TOOL_NAME",
     "base_url_problem",
+    "clip",
     "header_problem",
     "image_problem",
     "key_problem",
@@ -85,6 +86,12 @@ def header_problem(name: str, value: str, *, secret: bool) -> str | None:
             f"position {found.start()} (only visible ASCII, spaces and tabs are allowed)"
         )
     return None
+
+
+def clip(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with "..." when longer: the one way an error or a
+    repr shows a value of any size."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def setting_in_url(value: object, setting: str, *, part: str = "host") -> str:

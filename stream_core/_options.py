@@ -15,7 +15,7 @@ import anyio
 import httpx
 from pydantic import BaseModel
 
-from ._checks import SECRET_HEADERS, base_url_problem, header_problem, key_problem
+from ._checks import SECRET_HEADERS, base_url_problem, clip, header_problem, key_problem
 from ._decoding.sse import DEFAULT_MAX_EVENT_BYTES
 
 if typing.TYPE_CHECKING:
@@ -189,8 +189,7 @@ _EFFORTS: tuple[str, ...] = typing.get_args(ReasoningEffort)
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(repr(value), 60)
 
 
 def _is_number(value: Any) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_json
 
+from ._checks import clip
 from ._decoding.json_values import is_storable_json
 from ._types import Tool
 
@@ -148,6 +149,7 @@ time out of proportion."""
 MAX_LISTED_PROBLEMS = 5
 """An `invalid_output` message lists at most this many problems, then how many in all."""
 _MAX_PROBLEM_CHARS = 200
+_MAX_MESSAGE_CHARS = 500
 _SAMPLE_ITEMS = 10
 """How much of each list of a failed answer is re-validated to name its first problems
 when it has too many to list cheaply (pydantic builds every error's details at once)."""
@@ -169,7 +171,7 @@ def read_output(text: str, spec: OutputSpec) -> tuple[Any, str | None]:
     try:
         value = from_json(text, allow_inf_nan=False)
     except ValueError as exc:
-        return None, _cut(f"the answer is not valid JSON ({exc})")
+        return None, clip(f"the answer is not valid JSON ({exc})", _MAX_MESSAGE_CHARS)
     except RecursionError:
         return None, "the answer is nested too deeply to read"
     if not is_storable_json(value):
@@ -191,8 +193,9 @@ def read_output(text: str, spec: OutputSpec) -> tuple[Any, str | None]:
     except RecursionError:
         return None, f"the answer is nested too deeply to validate as {cls.__name__}"
     except Exception as exc:  # a validator of the caller's class raised something else
-        return None, _cut(
-            f"validating the answer as {cls.__name__} raised {type(exc).__name__}: {exc}"
+        return None, clip(
+            f"validating the answer as {cls.__name__} raised {type(exc).__name__}: {exc}",
+            _MAX_MESSAGE_CHARS,
         )
 
 
@@ -214,7 +217,7 @@ def _problems(cls: type[BaseModel], value: Any, exc: ValidationError) -> str:
         except Exception:
             pass
     shown = [
-        _cut(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}", _MAX_PROBLEM_CHARS)
+        clip(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}", _MAX_PROBLEM_CHARS)
         for e in errors[:MAX_LISTED_PROBLEMS]
     ]
     text = "; ".join(shown) if shown else "(too many to list)"
@@ -238,10 +241,6 @@ def _sample(value: Any, depth: int = 0) -> Any:
     if type(value) is str and len(value) > 1000:
         return value[:1000]
     return value
-
-
-def _cut(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # Keywords whose value is a map of name -> schema, a list of schemas, or one schema.

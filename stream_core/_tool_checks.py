@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._checks import clip
+
 __all__ = [
     "MAX_CHECKED_BYTES",
     "MAX_CHECK_SECONDS",
@@ -82,7 +84,7 @@ def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
     try:
         base.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        return [_cut(f"the tool's own schema is invalid: {exc.message}")]
+        return [clip(f"the tool's own schema is invalid: {exc.message}", MAX_PROBLEM_CHARS)]
     except RecursionError:
         return ["the tool's own schema is nested too deeply to check"]
     registry: Any = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
@@ -96,7 +98,7 @@ def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
                 more = True
                 break
             where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.path)
-            problems.append(_cut(f"arguments{where}: {error.message}"))
+            problems.append(clip(f"arguments{where}: {error.message}", MAX_PROBLEM_CHARS))
     except _TooSlow:
         return [
             f"checking the arguments took over {MAX_CHECK_SECONDS:g} s and was stopped; "
@@ -106,11 +108,17 @@ def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
         inner = getattr(exc, "_wrapped", exc)  # jsonschema wraps referencing's error
         ref = str(getattr(inner, "ref", ""))
         if isinstance(inner, PointerToNowhere):
-            return [_cut(f"the tool's own schema is invalid: $ref '#{ref}' points nowhere in it")]
+            return [
+                clip(
+                    f"the tool's own schema is invalid: $ref '#{ref}' points nowhere in it",
+                    MAX_PROBLEM_CHARS,
+                )
+            ]
         return [
-            _cut(
+            clip(
                 f"the tool's own schema refers to {ref!r}, outside itself; only references "
-                "inside the schema are followed (no URL or file is read)"
+                "inside the schema are followed (no URL or file is read)",
+                MAX_PROBLEM_CHARS,
             )
         ]
     except RecursionError:
@@ -125,10 +133,6 @@ def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
 def _refuse_retrieval(uri: str) -> Any:
     """The registry's `retrieve`: no reference outside the schema is ever fetched."""
     raise LookupError(f"{uri[:100]!r} is outside the schema")
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_PROBLEM_CHARS else text[: MAX_PROBLEM_CHARS - 3] + "..."
 
 
 @functools.cache

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic_core import from_json
 
+from ._checks import clip
 from ._decoding.sse import Decoder, SSEBytesDecoder
 from ._errors import ProtocolError
 from ._models import Model
@@ -56,7 +57,7 @@ def parse_json(data: str, event: str) -> Any:
     try:
         return from_json(data, allow_inf_nan=False)
     except ValueError:
-        snippet = data if len(data) <= 80 else data[:77] + "..."
+        snippet = clip(data, 80)
         raise ProtocolError(f"malformed JSON in {event or 'data'} event: {snippet!r}") from None
 
 

@@ -19,6 +19,7 @@ from typing import IO, Any, TypeAlias
 
 from pydantic import BaseModel, ValidationError
 
+from .._checks import clip
 from .._types import (
     KEEP_UNKNOWN_BLOCKS,
     MESSAGE_ADAPTER,
@@ -147,7 +148,7 @@ def _no_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _NotFinite(text if len(text) <= 40 else text[:37] + "...")
+        raise _NotFinite(clip(text, 40))
     return value
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .._checks import base_url_problem, image_problem, tool_name_problem
+from .._checks import base_url_problem, clip, image_problem, tool_name_problem
 from .._history import roles  # noqa: F401 - registers the ready-made roles before any record is read
 from .._models import Model, model_headers_problem
 from .._options import CONTROLS, StreamOptions
@@ -179,7 +179,7 @@ def _check_controls(wire: WireAPI, options: StreamOptions) -> None:
         value = options.extra[key]
         if allowed is not None and type(value) not in allowed:
             names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
-            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            shown = clip(repr(value), 60)
             raise TypeError(
                 f"StreamOptions.extra[{key!r}]: {wire.api} takes {names}, got "
                 f"{type(value).__name__} {shown}"

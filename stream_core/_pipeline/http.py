@@ -88,10 +88,7 @@ async def error_of(
     chunks: Any = None
     try:
         chunks = body_chunks(response)
-        async for part in chunks:
-            buffer += part
-            if len(buffer) > _ERROR_BODY_LIMIT:
-                break
+        await read_capped(chunks, _ERROR_BODY_LIMIT, buffer)
     except ProtocolError as exc:
         unread = exc.error.message
     except httpx.HTTPError:
@@ -155,9 +152,14 @@ def retry_delay(error: StreamError, attempt: int, options: StreamOptions) -> flo
     return min(delay, options.max_retry_delay)
 
 
-async def read_capped(chunks: typing.AsyncIterator[bytes], limit: int) -> bytearray:
-    """The body's bytes, stopping once past `limit` (so at most one piece over it)."""
-    buffer = bytearray()
+async def read_capped(
+    chunks: typing.AsyncIterator[bytes], limit: int, buffer: bytearray | None = None
+) -> bytearray:
+    """The body's bytes appended to `buffer` (a new one by default), stopping once past
+    `limit` (so at most one piece over it). What was read stays in `buffer` when a read
+    fails part way."""
+    if buffer is None:
+        buffer = bytearray()
     async for part in chunks:
         buffer += part
         if len(buffer) > limit:

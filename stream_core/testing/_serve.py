@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-from .._checks import SECRET_HEADERS
+from .._checks import SECRET_HEADERS, clip
 from ._replay import chunked, load_recording
 
 _OURS = "(the fake vendor's own error)"
@@ -155,8 +155,7 @@ class ServedRequest:
         headers = {
             k: "[redacted]" if k.lower() in SECRET_HEADERS else v for k, v in self.headers.items()
         }
-        body = repr(self.body)
-        body = body if len(body) <= 200 else body[:197] + "..."
+        body = clip(repr(self.body), 200)
         return (
             f"ServedRequest(method={self.method!r}, path={self.path!r}, model={self.model!r}, "
             f"status={self.status}, answer={self.answer!r}, headers={headers!r}, body={body})"
