@@ -17,7 +17,10 @@ from pydantic_core import from_json
 
 from stream_core import AssistantMessage, ThinkingContent, ToolChoice
 from stream_core.provider import (
+    ANY,
     Assembler,
+    First,
+    Inner,
     OutputSpec,
     StreamFailure,
     Translator,
@@ -26,6 +29,7 @@ from stream_core.provider import (
     optional_field,
     parse_json,
     required_field,
+    shape,
     vendor_error_fields,
 )
 
@@ -57,6 +61,9 @@ _USAGE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
 # (some servers send the same text under two names).
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 _REASONING_SET = frozenset(_REASONING_FIELDS)
+# A delta with no other field is plain text (`role` and `content` only).
+_PLAIN = frozenset(("role", "content"))
+_CALL_ONLY = frozenset(("role", "tool_calls"))
 
 # Reasoning signatures a server carries next to that text, and takes back on the assistant
 # message from the same model: OpenRouter's `reasoning_details` (text, summary or encrypted
@@ -102,57 +109,50 @@ def translator(asm: Assembler) -> Translator:
             asm.finished = True
             return
         where = "chunk" if event in ("", "message") else event  # "message": SSE's default
-        # Each field is type-checked inline, and the typed helper called only to raise:
-        # a helper call per field would cost more than the rest of the chunk's work.
         try:
             chunk = from_json(data, allow_inf_nan=False)
         except ValueError:
             chunk = parse_json(data, where)  # raises, naming the event
         if type(chunk) is not dict:
             as_object(chunk, where)
-        usage = chunk.get("usage")
-        if usage is not None and type(usage) is not dict:
-            optional_field(chunk, "usage", dict, where)
+        (usage, error, delta, content, refusal, tools, index, call_id, args, name, finish,
+         choice_usage) = _CHUNK(chunk, where)  # fmt: skip
         if usage is None and "x_groq" in chunk:  # older Groq streams put usage only here
             groq = optional_field(chunk, "x_groq", dict, where) or {}
             usage = optional_field(groq, "usage", dict, where + ".x_groq")
-        error = chunk.get("error")
         if error or event == "error":
             _fail(asm, chunk, error, usage)
         if asm.message.response_id is None:
             # Read once: the first chunk names the response and the served model.
             asm.set_response_id(optional_field(chunk, "id", str, where))
             asm.set_response_model(chunk.get("model"))
-        choices = chunk.get("choices")
-        if choices:
-            at = _CHOICE if where == "chunk" else where + ".choices[0]"
-            if type(choices) is not list:
-                optional_field(chunk, "choices", list, where)
-            choice = choices[0]
-            if type(choice) is not dict:
-                as_object(choice, at)
-            delta = choice.get("delta")
-            if delta:
-                if type(delta) is not dict:
-                    optional_field(choice, "delta", dict, at)
-                _delta(asm, delta, last_tool)
+        if delta:
+            if type(content) is str and _PLAIN.issuperset(delta):
+                # The common delta, text alone, without the general path's call.
+                if content:
+                    if _THINKING in asm.open_keys:
+                        asm.end(_THINKING)
+                    asm.text(_TEXT, content)
+            elif (
+                index is not None
+                and type(args) is str
+                and not call_id
+                and name is None
+                and _CALL_ONLY.issuperset(delta)
+                and len(tools) == 1
+                and ("tool", index) in asm.open_keys
+            ):
+                # The common delta, more arguments for the open call, likewise.
+                last_tool[0] = key = ("tool", index)
+                asm.tool_call(key, args)
+            else:
+                _delta(asm, delta, content, refusal, tools, last_tool)
                 if "reasoning_details" in delta or "thinking_blocks" in delta:
                     details.add(delta)
-            elif delta is not None and type(delta) is not dict:
-                optional_field(choice, "delta", dict, at)
-            finish = choice.get("finish_reason")
-            if finish is not None:
-                if type(finish) is not str:
-                    optional_field(choice, "finish_reason", str, at)
-                if finish:
-                    asm.set_stop_reason(finish)
-            if not usage:
-                # Moonshot puts it on the choice
-                usage = choice.get("usage")
-                if usage is not None and type(usage) is not dict:
-                    optional_field(choice, "usage", dict, at)
-        elif choices is not None and type(choices) is not list:
-            optional_field(chunk, "choices", list, where)
+        if finish:
+            asm.set_stop_reason(finish)
+        if not usage:
+            usage = choice_usage  # Moonshot puts it on the choice
         if usage:
             _usage(asm, usage)
 
@@ -173,13 +173,42 @@ def _fail(asm: Assembler, chunk: dict[str, Any], error: Any, usage: Any) -> None
 _CHOICE = "chunk.choices[0]"
 _DELTA = "chunk.choices[0].delta"
 _TOOL_CALLS = "chunk.choices[0].delta.tool_calls[]"
+# What a translator reads from every chunk (with its first tool call), and from every
+# further tool call: one call each.
+_TOOL_CALL = shape(
+    _TOOL_CALLS,
+    index=int,
+    id=str,
+    function=Inner(shape(_TOOL_CALLS + ".function", arguments=(str, dict), name=str)),
+)
+_CHUNK = shape(
+    "chunk",
+    usage=dict,
+    error=ANY,
+    choices=First(
+        keep=False,
+        reader=shape(
+            _CHOICE,
+            delta=shape(_DELTA, content=(str, list), refusal=str, tool_calls=First(_TOOL_CALL)),
+            finish_reason=str,
+            usage=dict,
+        ),
+    ),
+)
+_MESSAGE = shape("response.choices[0].message", content=(str, list), refusal=str, tool_calls=list)
 _PARTS = "chunk.choices[0].delta.content[]"
 _THOUGHT_PARTS = "chunk.choices[0].delta.content[].thinking[]"
 
 
-def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> None:
+def _delta(
+    asm: Assembler,
+    delta: dict[str, Any],
+    content: str | list[Any] | None,
+    refusal: str | None,
+    tool_calls: list[Any] | None,
+    last_tool: list[Hashable],
+) -> None:
     # One delta may carry reasoning, text and tool calls together; they go in that order.
-    # Fields are type-checked inline; the typed helpers are called only to raise.
     if not _REASONING_SET.isdisjoint(delta):
         for name in _REASONING_FIELDS:
             reasoning = optional_field(delta, name, str, _DELTA)
@@ -188,41 +217,24 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
                     asm.end(_TEXT)
                 asm.thinking(_THINKING, reasoning, signature=name)
                 break
-    content = delta.get("content")
     if content:
         if type(content) is str:
             if asm.is_open(_THINKING):
                 asm.end(_THINKING)
             asm.text(_TEXT, content)
-        elif type(content) is list:  # Mistral-style typed parts
-            _content_parts(asm, content)
-        else:
-            required_field(delta, "content", str, _DELTA)
-    refusal = delta.get("refusal")
+        else:  # Mistral-style typed parts
+            _content_parts(asm, content)  # type: ignore[arg-type]
     if refusal:
-        if type(refusal) is not str:
-            optional_field(delta, "refusal", str, _DELTA)
         # OpenAI puts a refusal in its own field and still says `stop`: kept as text, and
         # the message ends as an error of kind refusal (CONTRACT 3.1).
         asm.text(_TEXT, refusal)
         asm.set_stop_reason(None, detail="refusal", rule="refusal")
-    elif refusal is not None and type(refusal) is not str:
-        optional_field(delta, "refusal", str, _DELTA)
-    tool_calls = delta.get("tool_calls")
     if tool_calls is None:
         return
-    if type(tool_calls) is not list:
-        optional_field(delta, "tool_calls", list, _DELTA)
-    at = _TOOL_CALLS  # one name for every call: no string built per delta
     for tc in tool_calls:
         if type(tc) is not dict:
-            as_object(tc, at)
-        index = tc.get("index")
-        if index is not None and type(index) is not int:
-            optional_field(tc, "index", int, at)
-        call_id = tc.get("id")
-        if call_id is not None and type(call_id) is not str:
-            optional_field(tc, "id", str, at)
+            as_object(tc, _TOOL_CALLS)
+        index, call_id, args, name = _TOOL_CALL(tc)
         if not call_id or call_id == "null":  # placeholder ids some servers send
             call_id = None
         key: Hashable
@@ -236,21 +248,10 @@ def _delta(asm: Assembler, delta: dict[str, Any], last_tool: list[Hashable]) -> 
             # A call begins: the text or reasoning before it is complete.
             asm.end(_TEXT)
             asm.end(_THINKING)
-        fn = tc.get("function")
-        if fn is None:
-            fn = {}
-        elif type(fn) is not dict:
-            optional_field(tc, "function", dict, at)
-        args: Any = fn.get("arguments")
         if args is None:
             args = ""
         elif type(args) is dict:  # a server sending the arguments as an object
             args = json.dumps(args, ensure_ascii=False)
-        elif type(args) is not str:
-            optional_field(fn, "arguments", str, at + ".function")
-        name = fn.get("name")
-        if name is not None and type(name) is not str:
-            optional_field(fn, "name", str, at + ".function")
         asm.tool_call(key, args, id=call_id, name=name)
         last_tool[0] = key
 
@@ -408,7 +409,8 @@ def parse_response(asm: Assembler, obj: Any) -> None:
                     ],
                 }
             details = _ReasoningDetails(asm)
-            _delta(asm, message, [("tool", 0)])
+            content, refusal, tools = _MESSAGE(message)
+            _delta(asm, message, content, refusal, tools, [("tool", 0)])
             details.add(message)
             details.settle()
         asm.end_all()

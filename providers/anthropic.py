@@ -59,6 +59,7 @@ from stream_core.provider import (
     prepare_messages,
     refuse_forced_tool,
     required_field,
+    shape,
     vendor_error_fields,
 )
 
@@ -372,28 +373,41 @@ def _translator(asm: Assembler) -> Translator:
                 as_object(raw, event)  # raises, naming the event
             return  # an unknown event of an unknown shape: forward compatibility
         obj: dict[str, Any] = raw
-        kind = optional_field(obj, "type", str, event or "data") or event
+        kind: str | None = event
+        if event not in _BLOCK_EVENTS:  # no event name, or one of few a second
+            kind = optional_field(obj, "type", str, event or "data") or event
+        if kind in _BLOCK_EVENTS:
+            kind, index, delta, dtype, text, partial, thinking, signature = _EVENT(obj, kind)
+            kind = kind or event
+        else:
+            index = delta = dtype = text = partial = thinking = signature = None
         if kind == "content_block_delta":
-            key = required_field(obj, "index", int, kind)
+            key = index if index is not None else required_field(obj, "index", int, kind)
             if key in skipped:
                 return
-            delta = required_field(obj, "delta", dict, kind)
+            if delta is None:
+                required_field(obj, "delta", dict, kind)  # raises: the delta is missing
             where = "content_block_delta.delta"
-            dtype = optional_field(delta, "type", str, where)
             if dtype == "text_delta":
-                asm.text(key, required_field(delta, "text", str, where))
+                asm.text(
+                    key, text if text is not None else required_field(delta, "text", str, where)
+                )
             elif dtype == "input_json_delta":
-                asm.tool_call(key, optional_field(delta, "partial_json", str, where) or "")
+                asm.tool_call(key, partial or "")
             elif dtype == "thinking_delta":
-                asm.thinking(key, required_field(delta, "thinking", str, where))
+                if thinking is None:
+                    required_field(delta, "thinking", str, where)  # raises
+                asm.thinking(key, thinking)
             elif dtype == "signature_delta":
-                asm.thinking_signature(key, required_field(delta, "signature", str, where))
+                if signature is None:
+                    required_field(delta, "signature", str, where)  # raises
+                asm.thinking_signature(key, signature)
             # citations_delta and future kinds carry no text of ours
         elif kind == "content_block_start":
-            key = required_field(obj, "index", int, kind)
+            key = index if index is not None else required_field(obj, "index", int, kind)
             _block_start(asm, skipped, key, required_field(obj, "content_block", dict, kind))
         elif kind == "content_block_stop":
-            key = required_field(obj, "index", int, kind)
+            key = index if index is not None else required_field(obj, "index", int, kind)
             skipped.discard(key)
             asm.end(key)
         elif kind == "message_start":
@@ -420,6 +434,16 @@ def _translator(asm: Assembler) -> Translator:
 
     return on_event
 
+
+# What a block event is read for, in one call: its type, index, and a delta's fields (the
+# events many a second). Other events read their few fields one by one.
+_BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
+_EVENT = shape(
+    "data",
+    type=str,
+    index=int,
+    delta=shape("delta", type=str, text=str, partial_json=str, thinking=str, signature=str),
+)
 
 # Events whose data must be a JSON object (any other value ends the stream `protocol`).
 _OBJECT_EVENTS = frozenset(

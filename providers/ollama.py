@@ -61,6 +61,7 @@ from stream_core.provider import (
     output_spec,
     parse_json,
     prepare_messages,
+    shape,
     vendor_error_fields,
 )
 
@@ -349,6 +350,8 @@ class _Lines:
 
 
 _MessageReader = Callable[[_Lines, dict[str, Any]], None]
+_MESSAGE = shape("line.message", thinking=str, content=str, tool_calls=list)
+_GENERATED = shape("line", thinking=str, response=str)
 
 
 def _chat_message(lines: _Lines, line: dict[str, Any]) -> None:
@@ -357,20 +360,9 @@ def _chat_message(lines: _Lines, line: dict[str, Any]) -> None:
     if message is None:
         return
     where = "line.message"
-    if type(message) is not dict:
-        optional_field(line, "message", dict, "line")
-    # Fields are type-checked inline; the typed helpers are called only to raise.
-    thinking, content = message.get("thinking"), message.get("content")
-    if (thinking is not None and type(thinking) is not str) or (
-        content is not None and type(content) is not str
-    ):
-        optional_field(message, "thinking", str, where)
-        optional_field(message, "content", str, where)
+    thinking, content, tool_calls = _MESSAGE(message, where)
     lines.text_parts(thinking, content)
-    tool_calls = message.get("tool_calls")
-    if tool_calls is None:
-        return
-    for i, raw in enumerate(optional_field(message, "tool_calls", list, where) or ()):
+    for i, raw in enumerate(tool_calls or ()):
         call = as_object(raw, f"{where}.tool_calls[{i}]")
         fn = as_object(call.get("function") or {}, f"{where}.tool_calls[{i}].function")
         arguments = fn.get("arguments")
@@ -393,12 +385,7 @@ def _chat_message(lines: _Lines, line: dict[str, Any]) -> None:
 
 
 def _generate_message(lines: _Lines, line: dict[str, Any]) -> None:
-    thinking, response = line.get("thinking"), line.get("response")
-    if (thinking is not None and type(thinking) is not str) or (
-        response is not None and type(response) is not str
-    ):
-        optional_field(line, "thinking", str, "line")
-        optional_field(line, "response", str, "line")
+    thinking, response = _GENERATED(line)
     lines.text_parts(thinking, response)
 
 

@@ -71,6 +71,7 @@ from stream_core.provider import (
     output_spec,
     parse_json,
     required_field,
+    shape,
     vendor_error_fields,
 )
 
@@ -271,12 +272,19 @@ class _Items:
         """An output item event arrived (else the terminal response's `output` is read)."""
 
 
-def _key(obj: dict[str, Any], where: str) -> Hashable:
-    index = optional_field(obj, "output_index", int, where)
-    if index is not None:
-        return index
-    item_id = optional_field(obj, "item_id", str, where)
-    return item_id if item_id is not None else 0
+# The events many a second, read in one call each.
+_DELTA_EVENTS = frozenset(
+    {
+        "response.output_text.delta",
+        "response.function_call_arguments.delta",
+        "response.refusal.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_text.delta",
+    }
+)
+_DELTA = shape(
+    "delta", output_index=int, item_id=str, delta=str, summary_index=int, content_index=int
+)
 
 
 def _translator(asm: Assembler) -> Translator:
@@ -288,29 +296,31 @@ def _translator(asm: Assembler) -> Translator:
         if type(obj) is not dict:
             return
         kind = obj.get("type", event)
-        if kind == "response.output_text.delta":
-            key = _key(obj, kind)
-            if kinds.setdefault(key, _MESSAGE) == _MESSAGE:
-                # Kept even before its `content_part.added` (some servers send none).
-                asm.text(key, required_field(obj, "delta", str, kind))
-                items.seen = True
-        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            key = _key(obj, kind)
-            if kinds.setdefault(key, _REASONING) == _REASONING:
-                part = "summary_index" if "summary" in kind else "content_index"
-                index = optional_field(obj, part, int, kind) or 0
-                _reasoning_delta(items, key, (part, index), required_field(obj, "delta", str, kind))
-        elif kind == "response.function_call_arguments.delta":
-            key = _key(obj, kind)
-            if kinds.setdefault(key, _CALL) == _CALL:
-                asm.tool_call(key, required_field(obj, "delta", str, kind))
-                items.seen = True
-        elif kind == "response.refusal.delta":
-            key = _key(obj, kind)
-            if kinds.setdefault(key, _MESSAGE) == _MESSAGE:
-                asm.text(key, required_field(obj, "delta", str, kind))
-                asm.set_stop_reason(None, detail="refusal", rule="refusal")
-                items.seen = True
+        if kind in _DELTA_EVENTS:
+            index, item_id, delta, summary_index, content_index = _DELTA(obj, kind)
+            key = index if index is not None else item_id if item_id is not None else 0
+            if delta is None:
+                required_field(obj, "delta", str, kind)  # raises: the delta is missing
+            if kind == "response.output_text.delta":
+                if kinds.setdefault(key, _MESSAGE) == _MESSAGE:
+                    # Kept even before its `content_part.added` (some servers send none).
+                    asm.text(key, delta)
+                    items.seen = True
+            elif kind == "response.function_call_arguments.delta":
+                if kinds.setdefault(key, _CALL) == _CALL:
+                    asm.tool_call(key, delta)
+                    items.seen = True
+            elif kind == "response.refusal.delta":
+                if kinds.setdefault(key, _MESSAGE) == _MESSAGE:
+                    asm.text(key, delta)
+                    asm.set_stop_reason(None, detail="refusal", rule="refusal")
+                    items.seen = True
+            elif kinds.setdefault(key, _REASONING) == _REASONING:
+                if "summary" in kind:
+                    part = ("summary_index", summary_index or 0)
+                else:
+                    part = ("content_index", content_index or 0)
+                _reasoning_delta(items, key, part, delta)
         elif kind == "response.output_item.added":
             item = required_field(obj, "item", dict, kind)
             _item_added(items, _item_key(obj, item, kind), item)

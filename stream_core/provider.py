@@ -15,7 +15,8 @@ shows a plugin needs nothing private. The pieces, by job:
   errors) and `StopRule`;
 - decoding: `SSEBytesDecoder`, `NDJSONBytesDecoder`, `EventStreamDecoder` (AWS), and the
   `Decoder`/`Frame` protocol a new framing implements;
-- typed reads of untrusted vendor JSON: `optional_field`, `required_field`, `as_object`;
+- typed reads of untrusted vendor JSON: `optional_field`, `required_field`, `as_object`,
+  and `shape` (`First`, `Inner`, `ANY`) for every field of a hot event in one call;
 - errors: `StreamFailure` (raise from a translator to end the stream with a kind),
   `ProtocolError`, `error_from_vendor`, `error_from_status`, `vendor_error_fields`,
   `OVERFLOW_PATTERNS`;
@@ -55,7 +56,15 @@ list against the providers):
 from ._checks import base_url_problem, setting_in_url
 from ._cost import CostContext, compute_cost, long_cache_honored
 from ._decoding.eventstream import EventStreamDecoder, EventStreamFrame
-from ._decoding.fields import as_object, optional_field, required_field
+from ._decoding.fields import (
+    ANY,
+    First,
+    Inner,
+    as_object,
+    optional_field,
+    required_field,
+    shape,
+)
 from ._decoding.json_values import ArgumentsError, parse_arguments, parse_partial_json
 from ._decoding.sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
 from ._error_text import vendor_error_fields
@@ -81,6 +90,7 @@ from ._tools import TOOL_ERROR_PREFIX, function_tools
 from ._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
 
 __all__ = [
+    "ANY",
     "CONTROLS",
     "IMAGE_OMITTED_TEXT",
     "OVERFLOW_PATTERNS",
@@ -91,7 +101,9 @@ __all__ = [
     "Decoder",
     "EventStreamDecoder",
     "EventStreamFrame",
+    "First",
     "Frame",
+    "Inner",
     "NDJSONBytesDecoder",
     "OutputSpec",
     "ProtocolError",
@@ -124,6 +136,7 @@ __all__ = [
     "required_field",
     "sanitize_surrogates",
     "setting_in_url",
+    "shape",
     "unregister_providers",
     "vendor_error_fields",
 ]

@@ -19,7 +19,7 @@ import logging
 import time
 import typing
 from collections import deque
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, KeysView, Mapping
 from typing import Any, Literal
 
 from .._cost import CostContext, compute_cost
@@ -135,6 +135,9 @@ class Assembler:
             check_stop_rules(stop_reasons, f"{message.api} stop_reasons")
         self._stop_reasons = stop_reasons
         self._open: dict[Hashable, _Open] = {}
+        self.open_keys: KeysView[Hashable] = self._open.keys()
+        """The keys of the open blocks, live and read-only: `key in asm.open_keys` is
+        `is_open(key)` without a call, for a translator's hottest path."""
         self._stop_detail: str | None = None
         self._stop_rule: StopRule | None = None
         self._call_ids: set[str] = set()
