@@ -206,7 +206,7 @@ def _run_all(jobs: list[Job], n_jobs: int) -> dict[Job, int]:
 def main_percall(args: argparse.Namespace) -> int:
     import percall
 
-    sides = ("bare", "stream-core")
+    sides = ("bare", "stream-core", "route") if args.route else ("bare", "stream-core")
     n = args.calls
     with bench.Loopback() as server:
         jobs: list[Job] = []
@@ -267,6 +267,13 @@ def main_percall(args: argparse.Namespace) -> int:
             f"{provider:<19} per later call, stream-core / bare: {ratio:.2f}x "
             f"(target <= {percall.TARGET}x)"
         )
+        if args.route:
+            route = next(r for r in rows if (r["provider"], r["side"]) == (provider, "route"))
+            extra = route["per_call_instructions"] / core["per_call_instructions"]
+            print(
+                f"{provider:<19} per later call, route / stream-core: {extra:.3f}x"
+                " (target <= 1.02x)"
+            )
     return 0
 
 
@@ -287,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         help="deltas per stream, two sizes",
     )
     parser.add_argument("--calls", type=int, default=30, help="percall: calls after the first")
+    parser.add_argument(
+        "--route", action="store_true", help="percall: also count calls through a Route"
+    )
     parser.add_argument("--only", choices=bench.KINDS, help="run one stream kind")
     parser.add_argument(
         "--providers", nargs="+", choices=bench.PROVIDERS, default=list(bench.PROVIDERS)

@@ -15,6 +15,8 @@ benchmarks/server.py (127.0.0.1, one HTTP chunk per SSE event) for a short text 
   `message_update` (`message_start` is emitted before any I/O).
 - **new-client**: stream-core given a new `httpx.AsyncClient` per call (closed after): what
   every call paid before clients were shared.
+- **route**: stream-core through a `Route` of two deployments whose first serves every
+  call: the routing layer's own cost (issue 25: at most 2% over **stream-core**).
 
 The first call is reported apart, with the process's import and set-up time (from the
 first line of the worker to the first call). Calls 2..N are summarized by their median.
@@ -37,7 +39,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-SIDES = ("bare", "stream-core", "new-client")
+SIDES = ("bare", "stream-core", "new-client", "route")
 PROVIDERS = ("anthropic-messages", "openai-completions")
 TARGET = 2.0  # stream-core / bare, time to first event, calls 2..N
 _PAYLOAD = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "Hi."}]}
@@ -78,6 +80,10 @@ async def _core(
     from stream_core import Context, MessageUpdate, Model, StreamOptions, UserMessage
 
     model = Model(id="bench", api=provider, provider="bench", base_url=url)
+    target: Any = model
+    if side == "route":
+        spare = Model(id="bench", api=provider, provider="spare", base_url="http://127.0.0.2:9")
+        target = stream_core.Route([model, spare])
     context = Context(messages=[UserMessage(content="Hi.")])
     ready = time.perf_counter()
     out = []
@@ -86,7 +92,7 @@ async def _core(
         first = 0.0
         client = httpx.AsyncClient(timeout=None) if side == "new-client" else None
         options = StreamOptions(api_key="bench", max_retries=0, client=client)
-        async with stream_core.stream(model, context, options) as s:
+        async with stream_core.stream(target, context, options) as s:
             async for event in s:
                 if not first and isinstance(event, MessageUpdate):
                     first = time.perf_counter()

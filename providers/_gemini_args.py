@@ -9,21 +9,16 @@ from collections.abc import Hashable
 from json.encoder import encode_basestring as _quote  # a JSON string literal, raw UTF-8
 from typing import Any, TypeVar
 
-from stream_core.provider import Assembler, ProtocolError, optional_field
+from stream_core.provider import Assembler, ProtocolError, optional_field, shape
 
-__all__ = ["ArgsWriter", "parse_path"]
+__all__ = ["PIECE", "ArgsWriter", "parse_path"]
 
 T = TypeVar("T")
 
 
-def _field(obj: dict[str, Any], key: str, kind: type[T], where: str) -> T | None:
-    """`optional_field`, with the common case (absent, or exactly the type) inline: it runs
-    for every field of every chunk."""
-    value = obj.get(key)
-    if value is None or value.__class__ is kind:
-        return value
-    return optional_field(obj, key, kind, where)
-
+# Every field a piece may carry, read in one call (or within its call's read).
+PIECE_WHERE = "chunk.candidates[0].content.parts[].functionCall.partialArgs[]"
+PIECE = shape(PIECE_WHERE, jsonPath=str, willContinue=bool, stringValue=str)
 
 _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\[['\"]((?:[^'\"\\]|\\.)*)['\"]\]")
 
@@ -60,23 +55,24 @@ class ArgsWriter:
         self.stack: list[list[Any]] = [[None, 0, "}"]]
         self.open_string: list[str | int] | None = None
 
-    def add(self, asm: Assembler, key: Hashable, piece: dict[str, Any], where: str) -> None:
-        raw_path = piece.get("jsonPath")
-        if raw_path is not None and raw_path.__class__ is not str:
-            optional_field(piece, "jsonPath", str, where)
+    def add(
+        self,
+        asm: Assembler,
+        key: Hashable,
+        piece: dict[str, Any],
+        raw_path: str | None,
+        more: bool | None,
+        value: str | None,
+    ) -> None:
+        """Write one piece, its path and string fields already read with `PIECE` (a number
+        or a boolean, rarer, is read here)."""
         raw_path = raw_path or ""
         if raw_path != self.raw_path:  # a string in pieces repeats its path
             self.raw_path, self.path = raw_path, parse_path(raw_path)
         path = self.path
-        more = piece.get("willContinue")
-        if more is not None and more.__class__ is not bool:
-            optional_field(piece, "willContinue", bool, where)
-        more = more or False
-        value = piece.get("stringValue", piece)  # `piece` itself: the key is absent
-        if self.open_string is path and value is not piece:
+        string = "stringValue" in piece
+        if self.open_string is path and string:
             # The common case: one more piece of the string being written.
-            if value is not None and value.__class__ is not str:
-                optional_field(piece, "stringValue", str, where)
             fragment = _quote(value or "")
             if more:
                 fragment = fragment[1:-1]
@@ -93,18 +89,18 @@ class ArgsWriter:
             out.append('"')
             self.open_string = None
         self._descend(path, out)
-        if "stringValue" in piece:
-            text = _quote(_field(piece, "stringValue", str, where) or "")
+        if string:
+            text = _quote(value or "")
             if more:
                 out.append(text[:-1])
                 self.open_string = path
             else:
                 out.append(text)
         elif "numberValue" in piece:
-            number = _field(piece, "numberValue", float, where)
+            number = optional_field(piece, "numberValue", float, PIECE_WHERE)
             out.append(json.dumps(number, allow_nan=False))
         elif "boolValue" in piece:
-            out.append(json.dumps(_field(piece, "boolValue", bool, where)))
+            out.append(json.dumps(optional_field(piece, "boolValue", bool, PIECE_WHERE)))
         else:
             out.append("null")  # nullValue, or a value kind we do not know
         asm.tool_call(key, "".join(out))

@@ -45,7 +45,10 @@ from stream_core import (
     ToolCall,
 )
 from stream_core.provider import (
+    ANY,
     Assembler,
+    First,
+    Inner,
     StopRule,
     StreamFailure,
     Translator,
@@ -57,9 +60,10 @@ from stream_core.provider import (
     optional_field,
     output_spec,
     parse_json,
+    shape,
 )
 
-from ._gemini_args import ArgsWriter, _field
+from ._gemini_args import PIECE, ArgsWriter
 from ._gemini_messages import convert_messages
 from ._gemini_schema import SchemaTooLarge, clean_schema, json_schema
 from ._vertex import VERTEX, VERTEX_KEY_ENV, vertex_base_url, vertex_token
@@ -229,6 +233,31 @@ _CONTENT = _CANDIDATE + ".content"
 _PART = _CONTENT + ".parts[]"
 _CALL = _PART + ".functionCall"
 _PIECE = _CALL + ".partialArgs[]"
+# What a chunk is read for, with its first part, in one call; any other part, and a call
+# part's call with its first argument piece, likewise.
+_PART_FIELDS = shape(_PART, thoughtSignature=str, text=str, thought=bool, functionCall=dict)
+_CHUNK = shape(
+    "chunk",
+    error=ANY,
+    candidates=First(
+        shape(
+            _CANDIDATE,
+            content=Inner(shape(_CONTENT, parts=First(_PART_FIELDS))),
+            finishReason=str,
+        )
+    ),
+    usageMetadata=dict,
+)
+_CALL_FIELDS = shape(_CALL, name=str, partialArgs=First(PIECE), willContinue=bool)
+_USAGE = shape(
+    "chunk.usageMetadata",
+    promptTokenCount=int,
+    candidatesTokenCount=int,
+    thoughtsTokenCount=int,
+    cachedContentTokenCount=int,
+    toolUsePromptTokenCount=int,
+)
+_FEEDBACK = shape("chunk.promptFeedback", blockReason=str, blockReasonMessage=str)
 
 
 class _Reader:
@@ -245,87 +274,66 @@ class _Reader:
 
     def chunk(self, obj: dict[str, Any], where: str) -> None:
         asm = self.asm
-        if obj.get("error") is not None:
+        error, candidates, parts, signature, text, thought, call, finish, usage = _CHUNK(obj, where)
+        if error is not None:
             _fail(obj)
         if asm.message.response_id is None:
-            asm.set_response_id(_field(obj, "responseId", str, where))
-        # Hot reads are `_field` written out: the helper is called only when the type is off.
-        candidates = obj.get("candidates")
-        if candidates is not None and candidates.__class__ is not list:
-            optional_field(obj, "candidates", list, where)
+            asm.set_response_id(optional_field(obj, "responseId", str, where))
         if candidates:
-            self.candidate(candidates[0], _CANDIDATE)
-        else:
-            feedback = _field(obj, "promptFeedback", dict, where)
-            reason = feedback and _field(feedback, "blockReason", str, where + ".promptFeedback")
-            if feedback and reason:
-                # The prompt itself was blocked: no candidate will come.
-                detail = _field(feedback, "blockReasonMessage", str, where + ".promptFeedback")
-                asm.set_stop_reason(reason, detail=detail, rule="content_filter")
+            if parts:
+                # The first part was read with the chunk, any other with one call each; a
+                # call part goes straight to its reader.
+                if call is not None and text is None:
+                    self.function_call(call, signature)
+                else:
+                    self.part(parts[0], signature, text, thought, call)
+                if len(parts) > 1:
+                    for part in parts[1:]:
+                        self.part(part, *_PART_FIELDS(part))
+            if finish:
+                self.end_call()
+                where = f"{where}.candidates[0]"
+                detail = optional_field(candidates[0], "finishMessage", str, where)
+                asm.set_stop_reason(finish, detail=detail)
                 asm.finished = True
-        usage = obj.get("usageMetadata")
-        if usage is not None and usage.__class__ is not dict:
-            optional_field(obj, "usageMetadata", dict, where)
+        else:
+            feedback = optional_field(obj, "promptFeedback", dict, where)
+            if feedback:
+                reason, detail = _FEEDBACK(feedback, where + ".promptFeedback")
+                if reason:
+                    # The prompt itself was blocked: no candidate will come.
+                    asm.set_stop_reason(reason, detail=detail, rule="content_filter")
+                    asm.finished = True
         if usage and usage != self.usage:
             self.usage = usage
             _usage(asm, usage, where + ".usageMetadata")
 
-    def candidate(self, cand: Any, where: str) -> None:
-        # `where` strings are constants: built per chunk they would cost more than the reads.
-        if cand.__class__ is not dict:
-            as_object(cand, where)
-        content = cand.get("content")
-        if content is not None and content.__class__ is not dict:
-            optional_field(cand, "content", dict, where)
-        parts = content.get("parts") if content else None
-        if parts is not None and parts.__class__ is not list:
-            optional_field(content, "parts", list, _CONTENT)
-        if parts:
-            for part in parts:
-                if part.__class__ is not dict:
-                    as_object(part, _PART)
-                self.part(part)
-        finish = cand.get("finishReason")
-        if finish is not None and finish.__class__ is not str:
-            optional_field(cand, "finishReason", str, where)
-        if finish:
-            self.end_call()
-            detail = _field(cand, "finishMessage", str, where)
-            self.asm.set_stop_reason(finish, detail=detail)
-            self.asm.finished = True
-
-    def part(self, part: dict[str, Any]) -> None:
+    def part(
+        self,
+        part: dict[str, Any],
+        signature: str | None,
+        text: str | None,
+        thought: bool | None,
+        call: dict[str, Any] | None,
+    ) -> None:
         asm = self.asm
-        where = _PART
-        signature = part.get("thoughtSignature")
-        if signature is not None and signature.__class__ is not str:
-            optional_field(part, "thoughtSignature", str, where)
-        signature = signature or None
-        text = part.get("text")
         if text is not None:
-            if text.__class__ is not str:
-                optional_field(part, "text", str, where)
             if self.streaming is not None:
                 self.end_call()
-            thought = part.get("thought")
-            if thought is not None and thought.__class__ is not bool:
-                optional_field(part, "thought", bool, where)
             if thought:
-                asm.end(_TEXT)
+                if _TEXT in asm.open_keys:
+                    asm.end(_TEXT)
                 asm.thinking(_THINKING, text)
                 key = _THINKING
             else:
-                asm.end(_THINKING)
+                if _THINKING in asm.open_keys:
+                    asm.end(_THINKING)
                 asm.text(_TEXT, text)
                 key = _TEXT
             if signature:
                 _sign(asm, key, signature)
-            return
-        call = part.get("functionCall")
-        if call is not None:
-            if call.__class__ is not dict:
-                optional_field(part, "functionCall", dict, where)
-            self.function_call(call, signature, _CALL)
+        elif call is not None:
+            self.function_call(call, signature or None)
         elif part:
             # Server-side tool parts (executableCode, codeExecutionResult, inline data) have
             # no block of ours (nor a place for their signature); they end the text around.
@@ -333,17 +341,10 @@ class _Reader:
             asm.end(_TEXT)
             asm.end(_THINKING)
 
-    def function_call(self, call: dict[str, Any], signature: str | None, where: str) -> None:
+    def function_call(self, call: dict[str, Any], signature: str | None) -> None:
         asm = self.asm
-        name = call.get("name")
-        if name is not None and name.__class__ is not str:
-            optional_field(call, "name", str, where)
-        partial = call.get("partialArgs")
-        if partial is not None and partial.__class__ is not list:
-            optional_field(call, "partialArgs", list, where)
-        more = call.get("willContinue")
-        if more is not None and more.__class__ is not bool:
-            optional_field(call, "willContinue", bool, where)
+        # The call, and its first argument piece, in one read.
+        name, partial, path, path_more, string, more = _CALL_FIELDS(call)
         more = more or False
         key = self.streaming
         # A name starts a new call, unless it repeats the open call's name on a part that
@@ -352,14 +353,14 @@ class _Reader:
             name is not None and (partial is None or name != getattr(asm.block(key), "name", None))
         ):
             self.end_call()
-            args = _field(call, "args", dict, where)
+            args = optional_field(call, "args", dict, _CALL)  # read once per call
             if name is None and args is None and partial is None:
                 return  # an empty call part with no call open: nothing to end
             asm.end(_TEXT)
             asm.end(_THINKING)
             key = ("call", self.calls)
             self.calls += 1
-            call_id = _field(call, "id", str, where)
+            call_id = optional_field(call, "id", str, _CALL)
             asm.tool_call(key, "", id=call_id or None, name=name or "")
             if args is not None:
                 asm.tool_call(key, json.dumps(args, ensure_ascii=False))
@@ -371,10 +372,10 @@ class _Reader:
             if isinstance(block, ToolCall):
                 block.thought_signature = signature
         if partial and self.writer is not None:
-            for piece in partial:
-                if piece.__class__ is not dict:
-                    as_object(piece, _PIECE)
-                self.writer.add(asm, key, piece, _PIECE)
+            self.writer.add(asm, key, partial[0], path, path_more, string)
+            if len(partial) > 1:
+                for piece in partial[1:]:
+                    self.writer.add(asm, key, piece, *PIECE(piece, _PIECE))
         if not more:
             if self.streaming is not None:
                 self.end_call()
@@ -425,15 +426,12 @@ def _fail(obj: dict[str, Any]) -> None:
 
 
 def _usage(asm: Assembler, usage: dict[str, Any], where: str) -> None:
-    prompt = _field(usage, _PROMPT, int, where)
-    candidates = _field(usage, _CANDIDATES, int, where)
-    thoughts = _field(usage, _THOUGHTS, int, where)
+    prompt, candidates, thoughts, cached, tool_prompt = _USAGE(usage, where)
     values: dict[str, int] = {}
     if prompt is not None:
-        cached = _field(usage, _CACHED, int, where) or 0
+        cached = cached or 0
         # Tool-use prompt tokens (a built-in tool's results read back) bill as input.
-        tool_prompt = _field(usage, _TOOL_PROMPT, int, where) or 0
-        values["input"] = max(0, prompt - cached) + tool_prompt
+        values["input"] = max(0, prompt - cached) + (tool_prompt or 0)
         values["cache_read"] = cached
     if candidates is not None or thoughts is not None:
         values["output"] = (candidates or 0) + (thoughts or 0)
@@ -450,7 +448,7 @@ def _translator(asm: Assembler) -> Translator:
             obj = from_json(data, allow_inf_nan=False)
         except ValueError:
             obj = parse_json(data, event or "chunk")  # raises, naming the event
-        if obj.__class__ is dict:
+        if type(obj) is dict:  # any other value: a kind of chunk we do not know
             reader.chunk(obj, event or "chunk")
 
     return on_event

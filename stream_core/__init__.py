@@ -76,6 +76,8 @@ if TYPE_CHECKING:
         list_providers,
         stream,
     )
+    from ._routes.route import Deployment, Route, RouteStrategy
+    from ._routes.stream import RouteStream
     from ._sync import SyncStream, complete_sync, stream_sync
     from ._tools import (
         RepairedHistory,
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
     from ._types import (
         KEEP_UNKNOWN_BLOCKS,
         AssistantMessage,
+        Attempt,
         Context,
         Cost,
         CustomMessage,
@@ -172,6 +175,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ),
     "_history.roles": ("BashExecution", "BranchSummary", "CompactionSummary"),
     "_pipeline.stream": ("AssistantStream",),
+    "_routes.route": ("Deployment", "Route", "RouteStrategy"),
+    "_routes.stream": ("RouteStream",),
     "_sync": ("SyncStream", "complete_sync", "stream_sync"),
     "_history.tokens": (
         "estimate_context_tokens",
@@ -194,6 +199,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "_types": (
         "KEEP_UNKNOWN_BLOCKS",
         "AssistantMessage",
+        "Attempt",
         "Context",
         "Cost",
         "CustomMessage",
@@ -223,6 +229,7 @@ __all__ = [
     "AssistantMessage",
     "AssistantStream",
     "AssistantStreamEvent",
+    "Attempt",
     "BashExecution",
     "BranchSummary",
     "CompactionSummary",
@@ -230,6 +237,7 @@ __all__ = [
     "Cost",
     "CustomMessage",
     "Delta",
+    "Deployment",
     "ErrorKind",
     "HistoryFormatError",
     "ImageContent",
@@ -246,6 +254,9 @@ __all__ = [
     "ReasoningEffort",
     "Record",
     "RepairedHistory",
+    "Route",
+    "RouteStrategy",
+    "RouteStream",
     "StopReason",
     "StreamError",
     "StreamFunction",

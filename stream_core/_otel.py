@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 import httpx
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -35,7 +36,14 @@ from ._models import Model
 from ._options import StreamOptions
 from ._types import AssistantMessage
 
-__all__ = ["ChatSpan", "start_span"]
+__all__ = [
+    "ChatSpan",
+    "end_route_span",
+    "enter_span",
+    "leave_span",
+    "start_route_span",
+    "start_span",
+]
 
 logger = logging.getLogger("stream_core")
 
@@ -151,3 +159,50 @@ def _record(
             # The message is already redacted (no secrets), and capped: spans are exported.
             span.set_status(Status(StatusCode.ERROR, error.message[:500]))
     span.set_attributes(attributes)
+
+
+# --- a route call: one parent span, the attempts' chat spans its children ---------------
+
+
+def start_route_span(deployments: int) -> Any | None:
+    """A started span for one route call, or None when nothing records it."""
+    try:
+        span = _tracer.start_span(
+            "route",
+            kind=SpanKind.INTERNAL,
+            attributes={"stream_core.route.deployments": deployments},
+        )
+        if not span.is_recording():
+            span.end()
+            return None
+        return span
+    except Exception:
+        logger.debug("stream_core: starting a route span failed", exc_info=True)
+        return None
+
+
+def enter_span(span: Any) -> object:
+    """Make `span` the parent of spans started until `leave_span(token)`."""
+    return otel_context.attach(trace.set_span_in_context(span))
+
+
+def leave_span(token: object) -> None:
+    otel_context.detach(token)  # type: ignore[arg-type]
+
+
+def end_route_span(span: Any, message: AssistantMessage) -> None:
+    try:
+        attributes: dict[str, Any] = {
+            "stream_core.route.attempts": len(message.attempts or ()),
+            "gen_ai.provider.name": PROVIDER_NAMES.get(message.provider, message.provider),
+            "gen_ai.request.model": message.model,
+        }
+        if message.error is not None:
+            attributes["error.type"] = message.error.kind
+            if message.error.kind != "aborted":
+                span.set_status(Status(StatusCode.ERROR, message.error.message[:500]))
+        span.set_attributes(attributes)
+    except Exception:  # telemetry never breaks a stream
+        logger.debug("stream_core: recording the route span failed", exc_info=True)
+    finally:
+        span.end()

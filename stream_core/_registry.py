@@ -19,11 +19,13 @@ import os
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from ._models import Model, bind_plugin_loader, get_model
 from ._options import StreamOptions
 from ._pipeline.stream import AssistantStream
+from ._routes.route import Route
+from ._routes.stream import RouteStream
 from ._types import AssistantMessage, Context
 from ._wire import WireAPI
 
@@ -236,17 +238,34 @@ def list_providers() -> list[ProviderEntry]:
     return sorted(_registry.values(), key=lambda e: e.api)
 
 
+@overload
 def stream(
     model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
-) -> AssistantStream:
-    """Stream one assistant message from `model`, dispatching on `model.api`."""
+) -> AssistantStream: ...
+
+
+@overload
+def stream(
+    model: Route, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> RouteStream: ...
+
+
+def stream(
+    model: Model | Route, context: Context | dict[str, Any], options: StreamOptions | None = None
+) -> AssistantStream | RouteStream:
+    """Stream one assistant message from `model`, dispatching on `model.api` (or over the
+    deployments of a `Route`)."""
     if not isinstance(model, Model):
-        raise TypeError(f"model must be a stream_core.Model, not {type(model).__name__}")
+        if isinstance(model, Route):
+            if not isinstance(context, Context):
+                context = Context.model_validate(context)
+            return RouteStream(model, context, options, stream)
+        raise TypeError(f"model must be a stream_core.Model or Route, not {type(model).__name__}")
     return get_provider(model.api).stream(model, context, options)
 
 
 async def complete(
-    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+    model: Model | Route, context: Context | dict[str, Any], options: StreamOptions | None = None
 ) -> AssistantMessage:
     """The final message of `stream(...)`."""
     return await stream(model, context, options).result()

@@ -34,6 +34,8 @@ from ._models import Model
 from ._options import StreamOptions
 from ._pipeline.stream import AssistantStream
 from ._registry import stream
+from ._routes.route import Route
+from ._routes.stream import RouteStream
 from ._types import AssistantMessage, Context
 
 __all__ = ["SyncStream", "complete_sync", "stream_sync"]
@@ -108,7 +110,9 @@ class SyncStream:
     thread, also while another thread waits in `next()`.
     """
 
-    def __init__(self, astream: AssistantStream, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, astream: AssistantStream | RouteStream, loop: asyncio.AbstractEventLoop
+    ) -> None:
         self._stream = astream
         self._loop = loop
         self._batch: deque[AssistantStreamEvent] = deque()
@@ -273,7 +277,7 @@ class SyncStream:
 
 
 def stream_sync(
-    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+    model: Model | Route, context: Context | dict[str, Any], options: StreamOptions | None = None
 ) -> SyncStream:
     """`stream(...)` for code without an event loop: a plain iterator of the same events.
 
@@ -287,7 +291,7 @@ def stream_sync(
 
 
 def complete_sync(
-    model: Model, context: Context | dict[str, Any], options: StreamOptions | None = None
+    model: Model | Route, context: Context | dict[str, Any], options: StreamOptions | None = None
 ) -> AssistantMessage:
     """The final message of `stream_sync(...)`, in one blocking call."""
     with stream_sync(model, context, options) as s:

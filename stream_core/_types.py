@@ -82,6 +82,27 @@ class UserMessage(_Model):
     timestamp: int = Field(default_factory=_now_ms)
 
 
+class Attempt(_Model):
+    """One deployment a `Route` call tried (`AssistantMessage.attempts`), in order."""
+
+    provider: str
+    model: str
+    host: str
+    """The host of the deployment's base URL (never a key)."""
+    kind: ErrorKind | None = None
+    """How it failed; None: it served the call."""
+    status_code: int | None = None
+    retry_after: float | None = None
+    """Seconds the vendor asked to wait, if it said."""
+    ms: float = 0.0
+    """Milliseconds from sending to the end of the attempt (0 when not sent)."""
+    content_started: bool = False
+    """Content had reached the caller: nothing moved to another deployment after this."""
+    sent: bool = True
+    """False: skipped unsent (its window could not hold the request, or it could not
+    take the call's options)."""
+
+
 class AssistantMessage(_Model):
     """The model's answer, as every provider returns it: the content blocks (text, thinking,
     tool calls) in order, `usage`, the normalized `stop_reason` and the vendor's own
@@ -118,6 +139,9 @@ class AssistantMessage(_Model):
     output_mode: Literal["native", "json_object", "tool"] | None = Field(
         default=None, exclude_if=lambda v: v is None
     )
+    attempts: list[Attempt] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """With a `Route`: one record per deployment tried, the serving one last (None for a
+    call to one model)."""
     """How the structured answer was asked for: the vendor's schema mode, its JSON mode with
     the schema in the system prompt, or one forced tool (models without either)."""
     timestamp: int = Field(default_factory=_now_ms)

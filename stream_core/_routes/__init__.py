@@ -1,0 +1,1 @@
+"""Routes: one call over several deployments, falling over before content, never after."""

@@ -1,0 +1,218 @@
+"""A route: an ordered set of deployments one call may use, and what it learns from them
+(cooldowns, calls in flight, time to first token, which session is where).
+
+The trigger table (what a failure before the first content does) is data here; the stream
+that walks a route is `_routes.stream`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Literal
+from urllib.parse import urlsplit
+
+from .._models import Model
+from .._usage import ErrorKind
+
+__all__ = ["FALL_OVER", "LONG_COOLDOWN_KINDS", "Deployment", "Route", "RouteStrategy"]
+
+RouteStrategy = Literal["order", "weighted", "least_busy", "fastest"]
+"""How a `Route` orders its deployments for a call: `order` (priority), `weighted` (a
+shuffle by weight), `least_busy` (fewest calls in flight), `fastest` (lowest recent time
+to first token)."""
+_STRATEGIES: tuple[str, ...] = ("order", "weighted", "least_busy", "fastest")
+
+FALL_OVER: frozenset[ErrorKind] = frozenset(
+    {"rate_limit", "overloaded", "server", "timeout", "network", "auth", "not_found"}
+)
+"""Kinds that, before the first content, move the call to the next deployment."""
+LONG_COOLDOWN_KINDS: frozenset[ErrorKind] = frozenset({"auth", "not_found"})
+"""Kinds that take the deployment out for `Route.long_cooldown` (a key or a model that is
+wrong stays wrong)."""
+OPT_IN: frozenset[ErrorKind] = frozenset({"content_filter", "refusal"})
+"""Kinds that fall over only with `Route(refusals_fall_over=True)`."""
+COOLING: frozenset[ErrorKind] = FALL_OVER
+"""Kinds that cool the deployment that failed with them, before content or after."""
+
+
+class Deployment:
+    """One model of a route and the route's knowledge of it (read-only to callers)."""
+
+    __slots__ = (
+        "cool_until",
+        "host",
+        "in_flight",
+        "index",
+        "label",
+        "model",
+        "strikes",
+        "ttft",
+        "weight",
+    )
+
+    def __init__(self, model: Model, weight: float, index: int) -> None:
+        self.model = model
+        self.weight = weight
+        self.index = index
+        self.host = host = urlsplit(model.base_url).hostname or model.base_url
+        self.label = f"deployment {index + 1} ({model.provider} {model.id} at {host})"
+        self.cool_until = 0.0
+        """`time.monotonic()` before which the deployment is not sent anything."""
+        self.strikes = 0
+        """Failures in a row: the default cooldown doubles with each."""
+        self.in_flight = 0
+        self.ttft: float | None = None
+        """Recent time to first token, milliseconds (a moving average)."""
+
+    def __repr__(self) -> str:
+        return f"<Deployment {self.label}>"
+
+
+class Route:
+    """One call over several deployments (each a `Model`: any API, any provider; the same
+    model may appear on several base URLs or keys), accepted wherever a `Model` is:
+    `stream`, `complete`, `stream_sync`, `complete_sync`.
+
+    Before the first content, a failure of kind `rate_limit`, `overloaded`, `server`,
+    `timeout` or `network` moves the call to the next deployment; `auth` and `not_found`
+    also take the failing one out for `long_cooldown` seconds; `context_overflow` moves to
+    the next deployment whose window fits (one whose `context_window` cannot hold the
+    estimated request is skipped unsent); `content_filter` and `refusal` move on only with
+    `refusals_fall_over`; anything else (a caller mistake) ends the call at once. After the
+    first content nothing moves: the message ends with its error and its content, never
+    spliced with another vendor's. See the routes guide for the whole table.
+
+    `strategy` orders the deployments for each call: `order` (priority), `weighted` (a
+    shuffle by `weights`), `least_busy` (fewest calls in flight) or `fastest` (lowest recent
+    time to first token; unmeasured ones first). A call with `StreamOptions.session_id`
+    goes back to the deployment that served the session (and holds its prompt cache) while
+    that one is ready.
+
+    A deployment that failed is cooled until the later of its current deadline and now
+    plus the vendor's `retry_after` (else `cooldown` seconds, doubling with each failure in
+    a row up to `max_cooldown`); a deadline is never shortened, and is checked whenever a
+    call would use the deployment. The state lives in this object: share one `Route` among
+    the calls that should learn from each other.
+    """
+
+    def __init__(
+        self,
+        deployments: Sequence[Model],
+        *,
+        strategy: RouteStrategy = "order",
+        weights: Sequence[float] | None = None,
+        refusals_fall_over: bool = False,
+        cooldown: float = 5.0,
+        max_cooldown: float = 300.0,
+        long_cooldown: float = 600.0,
+        max_sessions: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(deployments, Model) or not isinstance(deployments, Sequence):
+            raise TypeError("Route.deployments: give a list of stream_core.Model")
+        if not deployments:
+            raise ValueError("Route.deployments: give at least one Model")
+        for i, model in enumerate(deployments):
+            if not isinstance(model, Model):
+                raise TypeError(
+                    f"Route.deployments[{i}]: expected a stream_core.Model, "
+                    f"got {type(model).__name__}"
+                )
+        if strategy not in _STRATEGIES:
+            raise ValueError(f"Route.strategy: {strategy!r} is not one of {_STRATEGIES}")
+        if weights is None:
+            weights = [1.0] * len(deployments)
+        if len(weights) != len(deployments):
+            raise ValueError(
+                f"Route.weights: {len(weights)} weights for {len(deployments)} deployments"
+            )
+        for i, w in enumerate(weights):
+            if type(w) not in (int, float) or not math.isfinite(w) or w <= 0:
+                raise ValueError(f"Route.weights[{i}]: expected a positive number, got {w!r}")
+        for name, value in (
+            ("cooldown", cooldown),
+            ("max_cooldown", max_cooldown),
+            ("long_cooldown", long_cooldown),
+        ):
+            if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"Route.{name}: expected seconds >= 0, got {value!r}")
+        if type(max_sessions) is not int or max_sessions < 0:
+            raise ValueError(f"Route.max_sessions: expected a count >= 0, got {max_sessions!r}")
+        self.deployments: tuple[Deployment, ...] = tuple(
+            Deployment(m, float(w), i)
+            for i, (m, w) in enumerate(zip(deployments, weights, strict=True))
+        )
+        self.strategy: RouteStrategy = strategy
+        self.refusals_fall_over = refusals_fall_over
+        self.cooldown = float(cooldown)
+        self.max_cooldown = float(max_cooldown)
+        self.long_cooldown = float(long_cooldown)
+        self.max_sessions = max_sessions
+        self.clock = clock
+        self._sessions: OrderedDict[str, int] = OrderedDict()
+        self._random = random.Random()
+
+    def __repr__(self) -> str:
+        labels = ", ".join(d.label for d in self.deployments)
+        return f"<Route {self.strategy}: {labels}>"
+
+    # --- the order of one call ------------------------------------------------------------
+
+    def plan(self, session_id: str | None = None) -> list[Deployment]:
+        """The deployments in the order this call tries them (cooling ones included: each
+        is checked when its turn comes)."""
+        ds = self.deployments
+        if len(ds) == 1:
+            return [ds[0]]
+        if self.strategy == "order":
+            order = list(ds)
+        elif self.strategy == "weighted":
+            # Efraimidis-Spirakis: a weighted shuffle in one sort.
+            rnd = self._random.random
+            order = sorted(ds, key=lambda d: rnd() ** (1.0 / d.weight), reverse=True)
+        elif self.strategy == "least_busy":
+            order = sorted(ds, key=lambda d: (d.in_flight, d.index))
+        else:  # fastest: the unmeasured first, so each gets measured
+            order = sorted(ds, key=lambda d: (d.ttft is not None, d.ttft or 0.0, d.index))
+        if session_id is not None:
+            held = self._sessions.get(session_id)
+            if held is not None:
+                self._sessions.move_to_end(session_id)
+                d = ds[held]
+                order.remove(d)
+                order.insert(0, d)
+        return order
+
+    def ready_in(self, d: Deployment) -> float:
+        """Seconds until `d` may be sent a call (0 when it may now)."""
+        return max(0.0, d.cool_until - self.clock())
+
+    # --- what a call teaches the route ----------------------------------------------------
+
+    def cool(self, d: Deployment, kind: ErrorKind, retry_after: float | None) -> None:
+        """Take `d` out until the later of its deadline and now plus the wait this failure
+        asks for; a deadline is never shortened."""
+        d.strikes += 1
+        if kind in LONG_COOLDOWN_KINDS:
+            wait = self.long_cooldown
+        elif retry_after is not None and retry_after > 0:
+            wait = retry_after
+        else:
+            wait = min(self.max_cooldown, self.cooldown * 2 ** min(d.strikes - 1, 30))
+        d.cool_until = max(d.cool_until, self.clock() + wait)
+
+    def served(self, d: Deployment, ttft_ms: float | None, session_id: str | None) -> None:
+        """`d` answered: its failures in a row are forgotten, its speed noted, and the
+        session (if any) stays with it."""
+        d.strikes = 0
+        if ttft_ms is not None:
+            d.ttft = ttft_ms if d.ttft is None else 0.8 * d.ttft + 0.2 * ttft_ms
+        if session_id is not None and self.max_sessions:
+            self._sessions[session_id] = d.index
+            self._sessions.move_to_end(session_id)
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
