@@ -260,7 +260,7 @@ def main_percall(args: argparse.Namespace) -> int:
     for provider in args.providers:
         bare, core = (
             next(r for r in rows if (r["provider"], r["side"]) == (provider, side))
-            for side in sides
+            for side in ("bare", "stream-core")
         )
         ratio = core["per_call_instructions"] / bare["per_call_instructions"]
         print(

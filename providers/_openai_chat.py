@@ -113,8 +113,7 @@ def translator(asm: Assembler) -> Translator:
             chunk = from_json(data, allow_inf_nan=False)
         except ValueError:
             chunk = parse_json(data, where)  # raises, naming the event
-        if type(chunk) is not dict:
-            as_object(chunk, where)
+        # The shape checks that the chunk is an object, naming it.
         (usage, error, delta, content, refusal, tools, index, call_id, args, name, finish,
          choice_usage) = _CHUNK(chunk, where)  # fmt: skip
         if usage is None and "x_groq" in chunk:  # older Groq streams put usage only here

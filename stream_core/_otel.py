@@ -167,6 +167,10 @@ def _record(
 def start_route_span(deployments: int) -> Any | None:
     """A started span for one route call, or None when nothing records it."""
     try:
+        if isinstance(_tracer, trace.ProxyTracer) and isinstance(
+            trace.get_tracer_provider(), trace.ProxyTracerProvider
+        ):
+            return None  # no tracer provider installed: nothing would record it
         span = _tracer.start_span(
             "route",
             kind=SpanKind.INTERNAL,

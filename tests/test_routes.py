@@ -432,3 +432,26 @@ def test_the_readme_route_runs_offline_and_records_both_vendors(
     answer = namespace["answer"]
     assert [a.provider for a in answer.attempts] == ["anthropic", "openai"]
     assert answer.error is not None and answer.error.kind == "auth"
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_an_answer_still_streaming_when_it_started_is_recorded_at_its_end(
+    fails: bool,
+) -> None:
+    clock = Clock()
+    long = AssistantMessage(
+        api="faux", provider="faux", model="m", content=[TextContent(text=t) for t in "abcdef"]
+    )
+    turn = faux_cut(long, after=4) if fails else long
+    first = faux_model([turn], chunk_size=1, delay=0.005)
+    route = Route([first, faux_model(["never"])], clock=clock)
+    events, message = await _events(route)
+    _one_start_one_end(events)
+    assert events[-1].message is message and message.attempts is not None
+    (attempt,) = message.attempts
+    assert attempt.content_started and attempt.ms > 0
+    assert attempt.kind == ("network" if fails else None)
+    (d, _) = route.deployments
+    assert d.in_flight == 0 and (d.cool_until > clock.now) is fails
+    if fails:
+        assert message.error is not None and "skips it" in message.error.message

@@ -144,6 +144,9 @@ class Finishing(CallState):
             )
         if self._started is not None:
             self._record_timing()
+        on_end = self._on_end
+        if on_end is not None:
+            on_end(m)
         self._queue.append(MessageEnd(m))
         if drained is not None:
             # A tail already received (the usual chunked end) is read within a few turns

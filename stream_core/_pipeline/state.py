@@ -99,6 +99,7 @@ class CallState:
         "_loop",
         "_model",
         "_no_key",
+        "_on_end",
         "_options",
         "_output",
         "_pricing",
@@ -127,6 +128,7 @@ class CallState:
     _options: StreamOptions
     _queue: deque[AssistantStreamEvent]
     message: AssistantMessage
+    _on_end: Callable[[AssistantMessage], None] | None
     _pricing: Any
     _asm: Assembler
     _state: int

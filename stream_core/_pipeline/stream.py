@@ -126,6 +126,9 @@ class AssistantStream(HttpStep, Finishing):
         self._started = None
         self._span = None
         self._fork = _call._forks
+        # Called with the final message just before its `message_end` is queued: a
+        # `Route` records its attempt there, with no wrapper around every event.
+        self._on_end = None
         # Built now, inside `stream()`: a bad context, option or payload hook raises here,
         # before any I/O (CONTRACT 1). What the environment lacks (a key, credentials, a
         # project) is not the code's fault: it becomes the stream's first event instead.

@@ -146,6 +146,7 @@ class Route:
             Deployment(m, float(w), i)
             for i, (m, w) in enumerate(zip(deployments, weights, strict=True))
         )
+        self.largest_window = max(d.model.context_window for d in self.deployments)
         self.strategy: RouteStrategy = strategy
         self.refusals_fall_over = refusals_fall_over
         self.cooldown = float(cooldown)

@@ -9,11 +9,12 @@ attempt is the call, and its events pass through untouched.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -22,6 +23,8 @@ from .._history.tokens import estimate_context_tokens
 from .._models import Model
 from .._options import StreamOptions
 from .._pipeline.finish import _otel
+from .._pipeline.state import _DONE as _STREAM_DONE
+from .._pipeline.stream import AssistantStream
 from .._types import AssistantMessage, Attempt, Context
 from .._usage import ErrorKind, StreamError
 from .route import COOLING, FALL_OVER, OPT_IN, Deployment, Route
@@ -47,6 +50,9 @@ class RouteStream:
         "_deployment",
         "_estimate",
         "_held",
+        "_hooked",
+        "_anext_now",
+        "_next",
         "_open",
         "_options",
         "_plan",
@@ -73,18 +79,22 @@ class RouteStream:
         self._started = time.monotonic()
         self._sent_at = 0.0
         self._state = _HOLD
-        self._plan = deque(route.plan(self._options.session_id))
+        self._plan = route.plan(self._options.session_id)
         self._current: Any = None
+        self._next: Any = None
+        self._anext_now: Callable[[], Awaitable[AssistantStreamEvent]] = self._anext
+        self._hooked = False
         self._deployment: Deployment | None = None
         self._span: Any = _UNSET
-        first = self._plan[0].model
-        self.message = AssistantMessage(api=first.api, provider=first.provider, model=first.id)
         # The first deployment's request is built now, so a mistake in the call raises
         # here, as it does for one model; the others are built when their turn comes.
         d = self._plan[0]
         if route.ready_in(d) == 0 and self._fits(d):
-            self._plan.popleft()
+            del self._plan[0]
             self._start(d, self._open(d.model, context, self._options_for(d)))
+        else:
+            first = d.model
+            self.message = AssistantMessage(api=first.api, provider=first.provider, model=first.id)
 
     def __repr__(self) -> str:
         return f"<RouteStream {self._route!r}>"
@@ -94,13 +104,36 @@ class RouteStream:
     def __aiter__(self) -> RouteStream:
         return self
 
-    async def __anext__(self) -> AssistantStreamEvent:
+    if TYPE_CHECKING:
+
+        def __anext__(self) -> Awaitable[AssistantStreamEvent]: ...
+
+    else:
+        # `async for` calls what `_anext_now` holds: our `_anext` until the attempt is the
+        # call, then the attempt's own `__anext__`, fetched by C code with no frame of ours
+        # per event (the attempt tells us its end through `_on_end`).
+        __anext__ = property(operator.attrgetter("_anext_now"))
+
+    async def _anext(self) -> AssistantStreamEvent:
         queue = self._queue
+        if not queue and self._hooked:
+            # A caller that kept our `__anext__` from before the switch.
+            hooked: AssistantStreamEvent = await self._next()
+            return hooked
+        if not queue and self._state == _PASS:
+            # A stream of another kind passes through here, its end seen as it goes by.
+            event: AssistantStreamEvent = await self._next()
+            if event.type == "message_end":
+                self._finish(event.message, content=True)
+            return event
         while not queue:
             if self._state == _DONE:
                 raise StopAsyncIteration
             await self._step()
-        return queue.popleft()
+        event = queue.popleft()
+        if self._hooked and not queue:
+            self._anext_now = self._next
+        return event
 
     async def result(self) -> AssistantMessage:
         """Read the rest of the stream and return the final message."""
@@ -113,16 +146,23 @@ class RouteStream:
         if self._state == _DONE:
             return
         current = self._current
-        if current is not None:
-            await current.aclose()
-            if self._state == _HOLD:
-                self._queue.clear()
-                self._queue.extend(e for e in (self._held,) if e is not None)
-            self._state = _PASS
-            async for event in current:  # its message_end
-                self._take(event)
-        else:
+        if current is None:
             self._end_synthetic(StreamError(kind="aborted", message="stream closed by the caller"))
+            return
+        holding = self._state == _HOLD
+        await current.aclose()
+        if self._hooked:
+            return  # its end was recorded through `_on_end`; its message_end is queued
+        queue = self._queue
+        if holding:
+            queue.clear()
+            if self._held is not None:
+                queue.append(self._held)
+        self._state = _PASS
+        async for event in current:  # what the attempt queued as it closed
+            if event.type == "message_end":
+                self._finish(event.message, content=not holding)
+            queue.append(event)
 
     async def __aenter__(self) -> RouteStream:
         return self
@@ -147,15 +187,19 @@ class RouteStream:
 
     def _fits(self, d: Deployment) -> bool:
         """Whether `d`'s window can hold the estimated request; if not, recorded unsent."""
+        window = d.model.context_window
         if self._estimate is None:
+            if window >= self._route.largest_window:
+                return True  # no window is larger: the vendor judges, as for one model
             self._estimate = estimate_context_tokens(self._context)
-        if self._estimate <= d.model.context_window:
+        if self._estimate <= window:
             return True
         self._record(d, "context_overflow", None, None, sent=False)
         return False
 
     def _start(self, d: Deployment, stream: Any) -> None:
         self._current, self._deployment = stream, d
+        self._next = stream.__anext__
         self._state = _HOLD
         self._held = None
         self._sent_at = time.monotonic()
@@ -242,6 +286,16 @@ class RouteStream:
             if self._held is not None:
                 self._queue.append(self._held)
             self._queue.append(event)
+            current = self._current
+            if isinstance(current, AssistantStream):
+                # From here the caller reads the attempt itself, with no frame of ours per
+                # event; its end is recorded as it happens, or now if the whole body came
+                # at once (its message is final and its message_end queued).
+                self._hooked = True
+                if current._state == _STREAM_DONE:
+                    self._finish(current.message, content=True)
+                else:
+                    current._on_end = self._attempt_ended
         else:  # message_end before any content: fall over, or end here
             message = event.message
             error = message.error
@@ -252,6 +306,9 @@ class RouteStream:
                 self._queue.append(self._held)
             self._finish(message, content=False)
             self._queue.append(event)
+
+    def _attempt_ended(self, message: AssistantMessage) -> None:
+        self._finish(message, content=True)
 
     def _falls_over(self, kind: ErrorKind) -> bool:
         return kind in FALL_OVER or (
@@ -291,7 +348,9 @@ class RouteStream:
                 error.message = f"{d.label}: {error.message}{note}"
                 if not content and len(self._attempts) > 1:
                     error.message += f" ({self._summary()})"
-        message.attempts = list(self._attempts)
+        # Set in place (no validation: the records were built here), as the assembler
+        # sets block fields.
+        message.__dict__["attempts"] = list(self._attempts)
         self.message = message
         self._current = None
         self._end_span(message)
