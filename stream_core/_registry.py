@@ -19,15 +19,17 @@ import os
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from ._models import Model, bind_plugin_loader, get_model
 from ._options import StreamOptions
 from ._pipeline.stream import AssistantStream
-from ._routes.route import Route
-from ._routes.stream import RouteStream
 from ._types import AssistantMessage, Context
 from ._wire import WireAPI
+
+if TYPE_CHECKING:
+    from ._routes.route import Route
+    from ._routes.stream import RouteStream
 
 __all__ = [
     "ProviderEntry",
@@ -256,6 +258,10 @@ def stream(
     """Stream one assistant message from `model`, dispatching on `model.api` (or over the
     deployments of a `Route`)."""
     if not isinstance(model, Model):
+        # Loaded at the first route call: a program that never routes never imports it.
+        from ._routes.route import Route
+        from ._routes.stream import RouteStream
+
         if isinstance(model, Route):
             if not isinstance(context, Context):
                 context = Context.model_validate(context)

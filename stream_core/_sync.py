@@ -25,7 +25,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -34,9 +34,11 @@ from ._models import Model
 from ._options import StreamOptions
 from ._pipeline.stream import AssistantStream
 from ._registry import stream
-from ._routes.route import Route
-from ._routes.stream import RouteStream
 from ._types import AssistantMessage, Context
+
+if TYPE_CHECKING:
+    from ._routes.route import Route
+    from ._routes.stream import RouteStream
 
 __all__ = ["SyncStream", "complete_sync", "stream_sync"]
 

@@ -8,11 +8,10 @@ that walks a route is `_routes.stream`.
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from .._models import Model
@@ -155,7 +154,7 @@ class Route:
         self.max_sessions = max_sessions
         self.clock = clock
         self._sessions: OrderedDict[str, int] = OrderedDict()
-        self._random = random.Random()
+        self._random: Any = None  # a random.Random, made for the first weighted plan
 
     def __repr__(self) -> str:
         labels = ", ".join(d.label for d in self.deployments)
@@ -173,6 +172,10 @@ class Route:
             order = list(ds)
         elif self.strategy == "weighted":
             # Efraimidis-Spirakis: a weighted shuffle in one sort.
+            if self._random is None:
+                import random  # only a weighted route needs it
+
+                self._random = random.Random()
             rnd = self._random.random
             order = sorted(ds, key=lambda d: rnd() ** (1.0 / d.weight), reverse=True)
         elif self.strategy == "least_busy":
