@@ -7,6 +7,7 @@ round-trips through JSON exactly (`model_dump(mode="json")` then `model_validate
 
 from __future__ import annotations
 
+import time
 import typing
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
@@ -82,6 +83,25 @@ class UserMessage(_Model):
     timestamp: int = Field(default_factory=_now_ms)
 
 
+class RateLimit(_Model):
+    """One rate limit as the vendor reported it with this response
+    (`AssistantMessage.limits`): `name` is `requests`, `tokens`, `input_tokens` or
+    `output_tokens`; each figure is None when the vendor did not send it (or sent it
+    unreadable)."""
+
+    name: str
+    limit: int | None = None
+    remaining: int | None = None
+    resets_at: float | None = None
+    """Unix time (seconds) at which the limit is whole again."""
+
+    def resets_in(self, now: float | None = None) -> float | None:
+        """Seconds until the reset (0 once past), from `now` (default: the clock now)."""
+        if self.resets_at is None:
+            return None
+        return max(0.0, self.resets_at - (time.time() if now is None else now))
+
+
 class Attempt(_Model):
     """One deployment a `Route` call tried (`AssistantMessage.attempts`), in order."""
 
@@ -140,6 +160,9 @@ class AssistantMessage(_Model):
         default=None, exclude_if=lambda v: v is None
     )
     attempts: list[Attempt] | None = Field(default=None, exclude_if=lambda v: v is None)
+    limits: list[RateLimit] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The rate limits the vendor reported with this answer (remaining, limit, reset), for
+    "resets in 42 s"; None when it reported none."""
     """With a `Route`: one record per deployment tried, the serving one last (None for a
     call to one model)."""
     """How the structured answer was asked for: the vendor's schema mode, its JSON mode with

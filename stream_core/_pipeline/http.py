@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import re
+import time
 import typing
 from typing import Any
 
@@ -30,6 +31,7 @@ from .._error_text import (
     vendor_error_text,
 )
 from .._errors import ProtocolError, StreamFailure, error_from_status, redact
+from .._limits.headers import limits_from_headers
 from .._options import StreamOptions
 from .._transport import (
     _loop_key,
@@ -301,8 +303,12 @@ class HttpStep(CallState):
                 self._client.send(self._request, stream=True, follow_redirects=False),
                 first_byte,
             )
-            rid = request_id(response.headers)
+            headers = response.headers
+            rid = request_id(headers)
             self.message.request_id = redact(rid, self._secrets) if rid else rid
+            limits = limits_from_headers(headers, time.time())
+            if limits is not None:
+                self.message.limits = limits
         except _Expired:
             return StreamError(
                 kind="timeout",
