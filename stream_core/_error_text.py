@@ -194,3 +194,32 @@ def _finite(value: float) -> float | None:
     if math.isnan(value):
         return None
     return min(max(0.0, value), _RETRY_AFTER_CAP)
+
+
+_DURATION_JSON = re.compile(r"([0-9]{1,10}(?:\.[0-9]{1,9})?)s")
+
+
+def retry_delay_in_body(body: bytes) -> float | None:
+    """The wait a Google-style error body asks for (`error.details[]` holding a
+    `google.rpc.RetryInfo` with `retryDelay: "30s"`), in seconds; None when it asks for
+    none or the body is not that shape."""
+    if b"RetryInfo" not in body:
+        return None
+    try:
+        data = from_json(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    if not isinstance(details, list):
+        return None
+    for detail in details[:20]:
+        if (
+            isinstance(detail, dict)
+            and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo")
+            and isinstance(detail.get("retryDelay"), str)
+        ):
+            m = _DURATION_JSON.fullmatch(detail["retryDelay"].strip())
+            if m is not None:
+                return _finite(float(m.group(1)))
+    return None

@@ -126,3 +126,55 @@ def _context() -> Any:
     from contract_tests.kit import contract_context
 
     return contract_context()
+
+
+GOOGLE_429 = {
+    "error": {
+        "code": 429,
+        "message": "Resource has been exhausted (e.g. check quota).",
+        "status": "RESOURCE_EXHAUSTED",
+        "details": [
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"},
+        ],
+    }
+}
+
+
+async def test_gemini_retry_delay_in_a_429_body_is_the_wait() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, json=GOOGLE_429)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    model = contract_model("google-generative-ai")
+    message = await complete(model, _context(), options(client=client))
+    assert message.error is not None and message.error.kind == "rate_limit"
+    assert message.error.retry_after == 37
+
+
+@pytest.mark.parametrize("body", [{"error": {"details": "x"}}, {"error": {"details": [1, {}]}}])
+async def test_a_retry_info_of_another_shape_gives_no_wait(body: Any) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, json={**body, "RetryInfo": 1})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    message = await complete(
+        contract_model("google-generative-ai"), _context(), options(client=client)
+    )
+    assert message.error is not None and message.error.retry_after is None
+
+
+@pytest.mark.parametrize(("status", "header", "requests"), [(500, "false", 1), (400, "true", 3)])
+async def test_x_should_retry_overrides_the_status(status: int, header: str, requests: int) -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(
+            status, headers={"x-should-retry": header}, json={"error": {"message": "no"}}
+        )
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    opts = options(client=client, max_retries=2)
+    message = await complete(contract_model("openai-completions"), _context(), opts)
+    assert message.error is not None and len(seen) == requests

@@ -28,6 +28,7 @@ from .._error_text import (
     _snippet,
     request_id,
     retry_after_seconds,
+    retry_delay_in_body,
     vendor_error_text,
 )
 from .._errors import ProtocolError, StreamFailure, error_from_status, redact
@@ -102,12 +103,17 @@ async def error_of(
     message = f"HTTP {status} from {where(request)}"
     if text:
         message += f": {text}"
+    headers = response.headers
+    retry_after = retry_after_seconds(headers)
+    if retry_after is None:
+        retry_after = retry_delay_in_body(bytes(buffer[:_ERROR_BODY_LIMIT]))
     error = error_from_status(
-        status,
-        redact(message, secrets),
-        vendor_type=vendor_type,
-        retry_after=retry_after_seconds(response.headers),
+        status, redact(message, secrets), vendor_type=vendor_type, retry_after=retry_after
     )
+    # The vendor's own word on retrying (OpenAI, Azure) overrides what the status says.
+    should_retry = headers.get("x-should-retry")
+    if should_retry in ("true", "false"):
+        error.retryable = should_retry == "true"
     if unread:
         error.message += f" ({unread})"
     return error
