@@ -455,3 +455,26 @@ async def test_an_answer_still_streaming_when_it_started_is_recorded_at_its_end(
     assert d.in_flight == 0 and (d.cool_until > clock.now) is fails
     if fails:
         assert message.error is not None and "skips it" in message.error.message
+
+
+async def test_options_cancel_ends_a_wait_for_a_cooling_deployment_at_once() -> None:
+    import anyio
+
+    route = Route([faux_model(["a"])])
+    route.cool(route.deployments[0], "rate_limit", 20)
+    cancel = anyio.Event()
+    opts = StreamOptions(cancel=cancel, max_retry_delay=60, retry_backoff=0.001)
+    started = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _set_later(cancel))
+        events, message = await _events(route, opts)
+    _one_start_one_end(events)
+    assert message.error is not None and message.error.kind == "aborted"
+    assert time.monotonic() - started < 2
+
+
+async def _set_later(event: Any) -> None:
+    import anyio
+
+    await anyio.sleep(0.1)
+    event.set()

@@ -218,7 +218,17 @@ class RouteStream:
                 if not self._may_wait(wait):
                     self._end_cooling(wait)
                     return False
-                await anyio.sleep(wait)
+                cancel = self._options.cancel
+                if cancel is None:
+                    await anyio.sleep(wait)
+                else:
+                    with anyio.move_on_after(wait):
+                        await cancel.wait()
+                    if cancel.is_set():
+                        self._end_synthetic(
+                            StreamError(kind="aborted", message="cancelled by options.cancel")
+                        )
+                        return False
                 continue
             self._plan.remove(d)
             if not self._fits(d):
