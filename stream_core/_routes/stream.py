@@ -93,6 +93,8 @@ class RouteStream:
             del self._plan[0]
             self._start(d, self._open(d.model, context, self._options_for(d)))
         else:
+            if self._attempts:  # its window cannot hold the request: recorded, not tried again
+                del self._plan[0]
             first = d.model
             self.message = AssistantMessage(api=first.api, provider=first.provider, model=first.id)
 
