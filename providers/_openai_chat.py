@@ -231,9 +231,7 @@ def _delta(
     if tool_calls is None:
         return
     for tc in tool_calls:
-        if type(tc) is not dict:
-            as_object(tc, _TOOL_CALLS)
-        index, call_id, args, name = _TOOL_CALL(tc)
+        index, call_id, args, name = _TOOL_CALL(tc)  # an item not an object: named there
         if not call_id or call_id == "null":  # placeholder ids some servers send
             call_id = None
         key: Hashable

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from .._errors import ProtocolError
 
@@ -74,9 +74,7 @@ def optional_field(obj: dict[str, Any], key: str, kind: type[T], where: str) -> 
     value = obj.get(key)
     if value is None or _matches(value, kind):
         return value
-    raise ProtocolError(
-        f"{where}.{key}: expected {_NAMES.get(kind, kind.__name__)}, got {_json_type(value)}"
-    )
+    _mismatch(obj, key, kind, where)
 
 
 def required_field(obj: dict[str, Any], key: str, kind: type[T], where: str) -> T:
@@ -84,8 +82,7 @@ def required_field(obj: dict[str, Any], key: str, kind: type[T], where: str) -> 
     value = obj.get(key)
     if _matches(value, kind):
         return value  # type: ignore[return-value]
-    got = "missing" if key not in obj else f"got {_json_type(value)}"
-    raise ProtocolError(f"{where}.{key}: expected {_NAMES.get(kind, kind.__name__)}, {got}")
+    _mismatch(obj, key, kind, where)
 
 
 class First:
@@ -138,8 +135,9 @@ def _expected(kind: type[Any] | tuple[type[Any], ...]) -> str:
 
 def _mismatch(
     obj: dict[str, Any], key: str, kind: type[Any] | tuple[type[Any], ...], where: str
-) -> None:
-    """Raise the protocol error for `obj[key]` not being of `kind` (or missing)."""
+) -> NoReturn:
+    """Raise the protocol error for `obj[key]` not being of `kind` (or missing): the one
+    message of every read here."""
     value = obj.get(key)
     got = "missing" if key not in obj else f"got {_json_type(value)}"
     raise ProtocolError(f"{where}.{key}: expected {_expected(kind)}, {got}")
@@ -160,10 +158,9 @@ def shape(where: str, /, **fields: Kind) -> Reader:
     """
     if not fields:
         raise ValueError("shape: name at least one field")
-    for key, spec in fields.items():
+    for key, kind in fields.items():
         if not key.isidentifier():
             raise ValueError(f"shape: {key!r} is not a plain name; read it with optional_field")
-        kind = spec
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if not (
             kind is ANY
@@ -208,11 +205,10 @@ def _emit(
     """Write the reads of `fields` from the object in variable `obj`; return the variables
     holding the values, in order."""
     values: list[str] = []
-    for key, spec in fields.items():
+    for key, kind in fields.items():
         value = f"v{len(names)}"
         names[value] = None  # reserves the number
         lines.append(f"{pad}{value} = {obj}.get({key!r})")
-        kind = spec
         nested: tuple[str, dict[str, Kind]] | None = None
         first = isinstance(kind, First)
         keep = not isinstance(kind, Inner) and (not isinstance(kind, First) or kind.keep)

@@ -27,7 +27,8 @@ _SECONDS = re.compile(r"[0-9]{1,10}(\.[0-9]{1,9})?")
 _DURATION = re.compile(
     r"(?:([0-9]{1,6})h)?(?:([0-9]{1,6})m(?!s))?(?:([0-9.]{1,12})s)?(?:([0-9.]{1,12})ms)?"
 )
-_NAMES = {"requests": "requests", "tokens": "tokens"}
+_OPENAI_NAMES = frozenset({"requests", "tokens"})
+_PARTS = frozenset({"limit", "remaining", "reset"})
 _ANTHROPIC_NAMES = {
     "requests": "requests",
     "tokens": "tokens",
@@ -44,13 +45,12 @@ def limits_from_headers(headers: httpx.Headers, now: float) -> list[RateLimit] |
         if name.startswith(_ANTHROPIC):
             limit, _, part = name[len(_ANTHROPIC) :].rpartition("-")
             key = _ANTHROPIC_NAMES.get(limit)
-            if key is not None and part in ("limit", "remaining", "reset"):
+            if key is not None and part in _PARTS:
                 _store(found, key, part, value, now, rfc3339=True)
         elif name.startswith(_OPENAI):
             part, _, limit = name[len(_OPENAI) :].partition("-")
-            key = _NAMES.get(limit)
-            if key is not None and part in ("limit", "remaining", "reset"):
-                _store(found, key, part, value, now, rfc3339=False)
+            if limit in _OPENAI_NAMES and part in _PARTS:
+                _store(found, limit, part, value, now, rfc3339=False)
     if not found:
         return None
     return [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+import typing
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -23,7 +24,7 @@ RouteStrategy = Literal["order", "weighted", "least_busy", "fastest"]
 """How a `Route` orders its deployments for a call: `order` (priority), `weighted` (a
 shuffle by weight), `least_busy` (fewest calls in flight), `fastest` (lowest recent time
 to first token)."""
-_STRATEGIES: tuple[str, ...] = ("order", "weighted", "least_busy", "fastest")
+_STRATEGIES: tuple[str, ...] = typing.get_args(RouteStrategy)
 
 FALL_OVER: frozenset[ErrorKind] = frozenset(
     {"rate_limit", "overloaded", "server", "timeout", "network", "auth", "not_found"}

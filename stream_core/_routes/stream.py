@@ -323,8 +323,10 @@ class RouteStream:
         self._finish(message, content=True)
 
     def _falls_over(self, kind: ErrorKind) -> bool:
-        return kind in FALL_OVER or (
-            kind == "context_overflow" or (kind in OPT_IN and self._route.refusals_fall_over)
+        return (
+            kind in FALL_OVER
+            or kind == "context_overflow"
+            or (kind in OPT_IN and self._route.refusals_fall_over)
         )
 
     def _fail_over(self, message: AssistantMessage, error: StreamError) -> None:
