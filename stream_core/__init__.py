@@ -52,6 +52,8 @@ if TYPE_CHECKING:
         estimate_tokens,
         fits_context,
     )
+    from ._limits.limiter import budget_spent, configure_limits
+    from ._limits.stores import LimitStore
     from ._models import (
         Model,
         ModelPrices,
@@ -175,6 +177,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "stream",
     ),
     "_history.roles": ("BashExecution", "BranchSummary", "CompactionSummary"),
+    "_limits.limiter": ("budget_spent", "configure_limits"),
+    "_limits.stores": ("LimitStore",),
     "_pipeline.stream": ("AssistantStream",),
     "_routes.route": ("Deployment", "Route", "RouteStrategy"),
     "_routes.stream": ("RouteStream",),
@@ -243,6 +247,7 @@ __all__ = [
     "ErrorKind",
     "HistoryFormatError",
     "ImageContent",
+    "LimitStore",
     "Message",
     "MessageEnd",
     "MessageStart",
@@ -288,11 +293,13 @@ __all__ = [
     "__version__",
     "api_key_env",
     "audit_tool_pairs",
+    "budget_spent",
     "check_tool_call",
     "check_tool_calls",
     "complete",
     "complete_sync",
     "configure_connections",
+    "configure_limits",
     "dump_messages",
     "estimate_context_tokens",
     "estimate_message_tokens",

@@ -118,6 +118,12 @@ class StreamOptions:
     """`on_payload(payload, model)`, called with the request body about to be sent; return a
     dict to send that instead, or None to send `payload` as it is (changed in place or not).
     A hook that cannot take those two arguments raises at `stream()`."""
+    budget: str | None = None
+    """Draw this call's cost from the named budget of `configure_limits(budgets=...)` (an
+    unknown name raises at `stream()`); see the many-workers guide."""
+    max_cost_usd: float | None = None
+    """The most this call may cost: one whose worst case (estimated input and `max_tokens`
+    of output at the model's prices) is more ends at once with kind `budget`, unsent."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Vendor-only knobs, each provider's own (`WireAPI.extra` lists them); an unknown key
     raises at `stream()`."""
@@ -477,6 +483,8 @@ _CHECKS: dict[str, typing.Callable[[Any], tuple[type[Exception], str] | None]] =
     "presence_penalty": _finite,
     "frequency_penalty": _finite,
     "output_schema": _schema,
+    "budget": _session_id,
+    "max_cost_usd": _number(minimum=0, allow_equal=True, optional=True),
 }
 
 

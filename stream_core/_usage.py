@@ -98,11 +98,14 @@ ErrorKind = Literal[
     "aborted",
     "protocol",
     "invalid_output",
+    "budget",
 ]
 """What went wrong, as `StreamError.kind`: the same word for the same failure on every
 vendor (`rate_limit`, `context_overflow`, `timeout`, ...), so a harness decides on it, not on
 the vendor's text. `aborted` is the caller's own cancel; `protocol` a stream that broke its
-format; `invalid_output` a structured answer that did not parse or match its schema."""
+format; `invalid_output` a structured answer that did not parse or match its schema;
+`budget` a call that a spend budget (`configure_limits`) could not fit, ended before
+anything was sent."""
 
 
 class StreamError(_Model):

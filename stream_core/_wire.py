@@ -115,6 +115,10 @@ class WireAPI:
     """The types each `extra` key takes (exactly: `True` is not an `int`); a value of any
     other type raises at `stream()` naming the key (`{"store": "false"}` must not send
     `store: true`). A key missing here takes any value."""
+    rate_limited: bool = True
+    """Whether its calls go through the limiter (`configure_limits`): rate limits learned
+    from headers, 429 pauses, budgets. False for an API with no quota to keep (the faux
+    model's scripted vendor)."""
     output_mode: Callable[[Model], OutputMode] = lambda model: "tool"
     """How a model of this API is asked for a structured answer: its native JSON Schema
     mode, a JSON mode with the schema in the prompt, or (the default) one forced tool, which

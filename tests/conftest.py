@@ -26,6 +26,15 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_limits() -> None:
+    """Each test starts with an open limiter: a 429 one test serves pauses nothing in the
+    next (the limiter is process-wide, as in production)."""
+    from stream_core import configure_limits
+
+    configure_limits()
+
+
+@pytest.fixture(autouse=True)
 def _no_base_url_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's OPENAI_BASE_URL / ANTHROPIC_BASE_URL must not redirect the tests."""
     for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):

@@ -142,6 +142,8 @@ class Finishing(CallState):
             m.error = StreamError(
                 kind="protocol", message=redact(f"{type(exc).__name__}: {exc}", self._secrets)
             )
+        if self._ticket is not None:
+            await self._settle(m.error)
         if self._started is not None:
             self._record_timing()
         on_end = self._on_end

@@ -43,7 +43,8 @@ from .._transport import (
 )
 from .._types import StreamError
 from .._wire import WireAPI
-from .state import _CONNECT, _NONE, _READ, CallState, _Expired
+from .admission import Admission
+from .state import _CONNECT, _NONE, _READ, _Expired
 
 __all__ = [
     "UNSTREAMED_LIMIT",
@@ -251,7 +252,7 @@ def _environment_error(exc: Exception) -> StreamError:
     )
 
 
-class HttpStep(CallState):
+class HttpStep(Admission):
     """The HTTP step of `AssistantStream`: connect, send, and what a failed attempt means."""
 
     __slots__ = ()
@@ -276,6 +277,7 @@ class HttpStep(CallState):
         while True:
             if self._client is None:
                 self._client = opts.client or await self._shared_client()
+            await self._admit()
             error = await self._send()
             if error is None:
                 return
@@ -315,6 +317,11 @@ class HttpStep(CallState):
             limits = limits_from_headers(headers, time.time())
             if limits is not None:
                 self.message.limits = limits
+            ticket = self._ticket
+            if ticket is not None:
+                ticket.answered = response.status_code < 300
+                if limits is not None:
+                    ticket.report = [[r.name, r.limit, r.remaining, r.resets_at] for r in limits]
         except _Expired:
             return StreamError(
                 kind="timeout",
@@ -380,6 +387,7 @@ class HttpStep(CallState):
             return False  # no time left for another attempt: this error is the answer
         self._attempt += 1
         logger.info("%s: retrying after %.2fs (%s)", self._wire.api, delay, error.kind)
+        await self._settle(error)
         await self._close_response()
         try:
             await self._interruptible(anyio.sleep(delay), None)

@@ -33,6 +33,7 @@ from .._wire import Translator, WireAPI
 from .assembler import Assembler
 
 if TYPE_CHECKING:
+    from .._limits.limiter import Ticket
     from .._otel import ChatSpan
 
 __all__ = ["CallState"]
@@ -96,12 +97,14 @@ class CallState:
         "_decoder",
         "_framed",
         "_head",
+        "_limit_key",
         "_loop",
         "_model",
         "_no_key",
         "_on_end",
         "_options",
         "_output",
+        "_pass_over",
         "_pricing",
         "_queue",
         "_request",
@@ -113,6 +116,7 @@ class CallState:
         "_started",
         "_state",
         "_stop_watch",
+        "_ticket",
         "_translate",
         "_unframed",
         "_whole",
@@ -164,6 +168,11 @@ class CallState:
     _fork: int
     """The process's fork count when opened: a child iterating it ends it at once."""
     _request: httpx.Request | None
+    _ticket: Ticket | None
+    """The limiter's admission of the attempt in progress (`admission`), until settled."""
+    _limit_key: str | None
+    _pass_over: bool
+    """A `Route`'s attempt while another deployment is ready: never waits for its limit."""
 
     def _cancel_requested(self) -> bool:
         cancel = self._options.cancel
@@ -267,4 +276,8 @@ class CallState:
 
     async def _finish(self, error: StreamError | None) -> None:
         """End the stream (`finish.Finishing`)."""
+        raise NotImplementedError
+
+    async def _settle(self, error: StreamError | None) -> None:
+        """Settle the attempt's admission (`admission.Admission`)."""
         raise NotImplementedError

@@ -129,9 +129,13 @@ class AssistantStream(HttpStep, Finishing):
         # Called with the final message just before its `message_end` is queued: a
         # `Route` records its attempt there, with no wrapper around every event.
         self._on_end = None
+        self._ticket = None
+        self._limit_key = None
+        self._pass_over = False
         # Built now, inside `stream()`: a bad context, option or payload hook raises here,
         # before any I/O (CONTRACT 1). What the environment lacks (a key, credentials, a
         # project) is not the code's fault: it becomes the stream's first event instead.
+        self._check_budget()
         prepared = prepare_request(wire, model, context, options)
         self._request = prepared.request
         self._secrets = prepared.secrets

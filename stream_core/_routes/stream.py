@@ -20,11 +20,13 @@ import anyio
 
 from .._events import AssistantStreamEvent, MessageEnd, MessageStart
 from .._history.tokens import estimate_context_tokens
+from .._limits import limiter
 from .._models import Model
 from .._options import StreamOptions
 from .._pipeline.finish import _otel
 from .._pipeline.state import _DONE as _STREAM_DONE
 from .._pipeline.stream import AssistantStream
+from .._transport import _spawn_detached
 from .._types import AssistantMessage, Attempt, Context
 from .._usage import ErrorKind, StreamError
 from .route import COOLING, FALL_OVER, OPT_IN, Deployment, Route
@@ -59,6 +61,7 @@ class RouteStream:
         "_queue",
         "_route",
         "_sent_at",
+        "_share",
         "_span",
         "_started",
         "_state",
@@ -84,6 +87,7 @@ class RouteStream:
         self._next: Any = None
         self._anext_now: Callable[[], Awaitable[AssistantStreamEvent]] = self._anext
         self._hooked = False
+        self._share: tuple[str, float] | None = None
         self._deployment: Deployment | None = None
         self._span: Any = _UNSET
         # The first deployment's request is built now, so a mistake in the call raises
@@ -207,6 +211,9 @@ class RouteStream:
         self._sent_at = time.monotonic()
         d.in_flight += 1
         self.message = stream.message
+        if isinstance(stream, AssistantStream):
+            # Passed over, not waited for, while its limit is reached and another is ready.
+            stream._pass_over = any(self._route.ready_in(o) == 0 for o in self._plan)
 
     async def _next_deployment(self) -> bool:
         """Open the next untried deployment that is ready, waiting, when every one left is
@@ -283,6 +290,9 @@ class RouteStream:
         else:
             event = await self._current.__anext__()
         self._take(event)
+        if self._share is not None:
+            (key, until), self._share = self._share, None
+            await limiter.share_cool(key, until)
 
     def _take(self, event: AssistantStreamEvent) -> None:
         kind = event.type
@@ -321,6 +331,17 @@ class RouteStream:
 
     def _attempt_ended(self, message: AssistantMessage) -> None:
         self._finish(message, content=True)
+        if self._share is not None:
+            (key, until), self._share = self._share, None
+            _spawn_detached(lambda: limiter.share_cool(key, until))
+
+    def _cool(self, d: Deployment, error: StreamError) -> None:
+        """Cool `d`, here and (once the step can wait for it) for everyone sharing the
+        limit store: another process's route passes it over too."""
+        self._route.cool(d, error.kind, error.retry_after)
+        key = getattr(self._current, "_limit_key", None)
+        if key is not None:
+            self._share = (key, time.time() + self._route.ready_in(d))
 
     def _falls_over(self, kind: ErrorKind) -> bool:
         return (
@@ -335,7 +356,7 @@ class RouteStream:
         d.in_flight -= 1
         self._record(d, error.kind, error.status_code, error.retry_after, sent=True)
         if error.kind in COOLING:
-            self._route.cool(d, error.kind, error.retry_after)
+            self._cool(d, error)
         self._current = self._deployment = None
         self._held = None
 
@@ -352,7 +373,7 @@ class RouteStream:
         else:
             self._record(d, error.kind, error.status_code, error.retry_after, True, content)
             if error.kind in COOLING:
-                self._route.cool(d, error.kind, error.retry_after)
+                self._cool(d, error)
             if error.kind != "aborted" and (content or len(self._attempts) > 1):
                 note = (
                     "; the route's next call skips it while it cools"

@@ -421,6 +421,7 @@ WIRE = WireAPI(
     api_key_env=lambda model: None,
     key_required=lambda model: False,
     decoder=NDJSONBytesDecoder,
+    rate_limited=False,  # scripted 429s must not pause the process's limiter for real
 )
 
 

@@ -1,0 +1,326 @@
+"""The limiter every call goes through: where its state lives (`configure_limits`), the
+key a call is limited under, what it reserves, and the fallback when a shared store fails.
+
+On by default, in-process and open: a key (provider, base URL, a hash of the API key,
+model) limits nothing until a vendor's headers report a limit, a 429 pauses it, or a
+budget is configured. The pipeline's admission stage (`_pipeline/admission.py`) calls
+`admit` before each attempt is sent and `settle` when it ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from .stores import FileStore, LimitStore, MemoryStore
+from .window import Snapshot
+
+__all__ = [
+    "COUNTS_CACHE_READS",
+    "GLOBAL_BUDGET",
+    "Flow",
+    "Ticket",
+    "admit",
+    "budget_spent",
+    "config",
+    "configure_limits",
+    "cooling",
+    "flow",
+    "limit_key",
+    "settle",
+    "share_cool",
+]
+
+logger = logging.getLogger("stream_core")
+
+GLOBAL_BUDGET = "budget_usd"
+"""The name `configure_limits(budget_usd=...)`'s budget is kept and reported under."""
+
+COUNTS_CACHE_READS: Mapping[str, bool] = {"anthropic-messages": False}
+"""Per API, whether its input-token limits count cache reads (Anthropic's do not: its
+input limit counts input and cache writes). Unlisted APIs count them."""
+
+_RETRY_STORE = 1.0
+"""Seconds a failed shared store is left alone before it is tried again."""
+
+
+class _Config:
+    __slots__ = (
+        "budget_usd",
+        "budgets",
+        "down_until",
+        "enabled",
+        "local",
+        "store",
+        "timeout",
+        "warned",
+    )
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self.local = MemoryStore()
+        self.store: LimitStore = self.local
+        self.budget_usd: float | None = None
+        self.budgets: dict[str, float] = {}
+        self.timeout = 0.25
+        self.down_until = 0.0
+        self.warned = False
+
+
+config = _Config()
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise TypeError(f"{what} must be a number, not {value!r}")
+    if value < 0 or value == float("inf"):
+        raise ValueError(f"{what} must be a finite number of at least 0, not {value!r}")
+    return float(value)
+
+
+def configure_limits(
+    *,
+    store: str | os.PathLike[str] | LimitStore | None = None,
+    budget_usd: float | None = None,
+    budgets: Mapping[str, float] | None = None,
+    enabled: bool = True,
+    prefix: str = "stream_core",
+    timeout: float = 0.25,
+) -> None:
+    """Set where rate limits, pauses, cooldowns and budgets are kept, for every call of
+    the process that starts afterwards.
+
+    `store`: None (the default) for this process only; a path (or `file:///path`) for a
+    file shared by the processes of one host; `redis://host:port/db` (`rediss://`,
+    `unix://`) for every process that names the same Redis (the `redis` extra). Keys are
+    kept under `prefix`. A shared store that fails or takes longer than `timeout` seconds
+    never fails a call: the process limits alone, says so once in the log, and rejoins
+    when the store answers again.
+
+    `budget_usd`: the most all calls sharing the store may spend, in USD; `budgets`: named
+    budgets a call draws on with `StreamOptions.budget`. A call is admitted only if its
+    worst case fits (its estimated input and `max_tokens` of output at the model's prices),
+    and settled to its exact cost; one that cannot fit ends at once with kind `budget`,
+    nothing sent. `enabled=False` turns the limiter off (no waits, no budgets).
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be True or False, not {enabled!r}")
+    timeout = _number(timeout, "timeout")
+    if timeout == 0:
+        raise ValueError("timeout must be more than 0")
+    if not isinstance(prefix, str) or not prefix:
+        raise TypeError(f"prefix must be a non-empty string, not {prefix!r}")
+    limit = None if budget_usd is None else _number(budget_usd, "budget_usd")
+    named: dict[str, float] = {}
+    if budgets is not None:
+        if not isinstance(budgets, Mapping):
+            raise TypeError(f"budgets must be a mapping of name to USD, not {budgets!r}")
+        for name, value in budgets.items():
+            if not isinstance(name, str) or not name or name == GLOBAL_BUDGET:
+                raise ValueError(f"budgets: {name!r} is not a budget name")
+            named[name] = _number(value, f"budgets[{name!r}]")
+    config.local = MemoryStore()  # starts from nothing: no stale pause, no old spend
+    made = _store(store, prefix, timeout)
+    config.enabled = enabled
+    config.store = made
+    config.budget_usd = limit
+    config.budgets = named
+    config.timeout = timeout
+    config.down_until = 0.0
+    config.warned = False
+    _flows.clear()
+
+
+def _store(
+    store: str | os.PathLike[str] | LimitStore | None, prefix: str, timeout: float
+) -> LimitStore:
+    if store is None or store == "memory":
+        return config.local
+    if isinstance(store, LimitStore):
+        return store
+    if isinstance(store, str):
+        if store.startswith(("redis://", "rediss://", "unix://")):
+            from .redis_store import RedisStore
+
+            return RedisStore(store, prefix=prefix, timeout=timeout)
+        if store.startswith("file://"):
+            return FileStore(store[len("file://") :])
+        if "://" in store:
+            raise ValueError(
+                f"store: {store.split('://')[0]}:// is not a store (redis://, file://)"
+            )
+        return FileStore(store)
+    if isinstance(store, os.PathLike):
+        return FileStore(store)
+    raise TypeError(f"store must be None, a path, a redis:// URL or a LimitStore, not {store!r}")
+
+
+# --- this process's adaptive concurrency, for keys with no rate-limit headers -------------
+
+
+class Flow:
+    """Calls in flight on a key in this process, and the concurrency a 429 taught (None:
+    open). Grows by one a round of successes, halves on a 429; gone once the vendor sends
+    rate-limit headers, which say more."""
+
+    __slots__ = ("in_flight", "learned", "limit", "token_limits")
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.limit: float | None = None
+        self.learned = False
+        self.token_limits = False
+
+
+_flows: dict[str, Flow] = {}
+
+
+def flow(key: str) -> Flow:
+    found = _flows.get(key)
+    if found is None:
+        found = _flows[key] = Flow()
+    return found
+
+
+def limit_key(provider: str, base_url: str, secret: str | None, model: str) -> str:
+    """The key a call is limited under: the API key only as a short hash."""
+    digest = hashlib.blake2b(secret.encode(), digest_size=8).hexdigest() if secret else "-"
+    return f"{provider}|{base_url}|{digest}|{model}"
+
+
+# --- tickets: one admitted attempt ---------------------------------------------------------
+
+
+class Ticket:
+    """One admitted attempt: what it reserved, where, and what the vendor said of it."""
+
+    __slots__ = ("answered", "asks", "key", "needs", "report", "snap", "store")
+
+    def __init__(
+        self,
+        key: str,
+        store: LimitStore,
+        needs: dict[str, int],
+        snap: Snapshot,
+        asks: list[list[Any]],
+    ) -> None:
+        self.key = key
+        self.store = store
+        self.needs = needs
+        self.snap = snap
+        self.asks = asks
+        self.report: list[list[Any]] = []
+        self.answered = False
+        """A 2xx response arrived: the vendor counts what it generates."""
+
+
+async def _shared(op: str, run: Any) -> tuple[Any, LimitStore]:
+    """`run(store)` on the configured store, or on this process's own when that one is
+    down: a failure or a timeout switches over (said once in the log), and the store is
+    tried again a second later."""
+    store = config.store
+    local = config.local
+    if store is local:
+        return await run(local), local
+    if config.down_until > time.monotonic():
+        return await run(local), local
+    try:
+        with anyio.fail_after(config.timeout):
+            result = await run(store)
+    except Exception as exc:
+        config.down_until = time.monotonic() + _RETRY_STORE
+        if not config.warned:
+            config.warned = True
+            logger.warning(
+                "limit store %s failed (%s: %s) at %s; limiting in this process until "
+                "it answers again",
+                store.name,
+                type(exc).__name__,
+                str(exc)[:200],
+                op,
+            )
+        return await run(local), local
+    if config.warned:
+        config.warned = False
+        logger.warning("limit store %s answers again; limits are shared again", store.name)
+    return result, store
+
+
+async def admit(
+    key: str, needs: dict[str, int], asks: list[list[Any]], route: bool
+) -> tuple[float, Ticket | None, list[Any] | None]:
+    """(0, the ticket, None) once admitted; (seconds to wait, None, None); or (0, None,
+    [the budget that cannot fit, what is left of it])."""
+    now = time.time()
+
+    async def run(store: LimitStore) -> tuple[float, Snapshot, list[Any] | None]:
+        return await store.admit(key, needs, asks, now, route)
+
+    (wait, snap, short), store = await _shared("admission", run)
+    if wait > 0 or short is not None:
+        return wait, None, short
+    if asks and store is not config.local:
+        # This process's own count of its spend: what it enforces while the store is down.
+        config.local.charge([[a[0], 0.0, a[2]] for a in asks])
+    return 0.0, Ticket(key, store, needs, snap, asks), None
+
+
+async def settle(
+    ticket: Ticket, used: dict[str, int], pause_until: float, settles: list[list[Any]]
+) -> None:
+    """The end of an admitted attempt, in the store that admitted it; never raises (a
+    store that fails keeps the reservation: it errs on the safe side)."""
+    now = time.time()
+    store = ticket.store
+    args = (ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until)
+    if settles and store is not config.local:
+        config.local.charge(settles)
+    if store is config.local:
+        await store.settle(*args, settles, now)
+        return
+    try:
+        with anyio.fail_after(config.timeout):
+            await store.settle(*args, settles, now)
+    except Exception as exc:
+        logger.debug("limit store %s: settlement lost (%s)", store.name, type(exc).__name__)
+        if pause_until:
+            await config.local.settle(ticket.key, {}, {}, {}, [], pause_until, [], now)
+
+
+async def share_cool(key: str, until: float) -> None:
+    """Tell everyone sharing the store that a route's deployment cools until `until`."""
+
+    async def run(store: LimitStore) -> None:
+        await store.cool(key, until)
+
+    try:
+        await _shared("cooldown", run)
+    except Exception:  # pragma: no cover - the local store does not fail
+        pass
+
+
+async def cooling(keys: list[str]) -> list[float]:
+    async def run(store: LimitStore) -> list[float]:
+        return await store.cooling(keys)
+
+    found, _ = await _shared("cooldown", run)
+    result: list[float] = found
+    return result
+
+
+async def budget_spent(name: str | None = None) -> float:
+    """USD spent (and reserved by calls in flight) from a budget: the one of
+    `configure_limits(budget_usd=...)` by default, else the named one."""
+
+    async def run(store: LimitStore) -> float:
+        return await store.spent(GLOBAL_BUDGET if name is None else name)
+
+    found, _ = await _shared("budget", run)
+    result: float = found
+    return result

@@ -1,0 +1,237 @@
+"""Where the limiter's state lives: this process (`MemoryStore`), a file on one host
+(`FileStore`: many worker processes, no server) or Redis (`redis_store.RedisStore`).
+
+Every store does the same four things atomically (`window` has the arithmetic): admit a
+call (rate limits and budgets at once), settle it, cool a deployment for routes, and say
+what a budget has spent. Times are Unix times from the caller's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import anyio
+
+from . import window
+from .window import Entry, Snapshot
+
+__all__ = ["FileStore", "LimitStore", "MemoryStore"]
+
+
+class LimitStore:
+    """What a store does; every method is atomic for everyone sharing the store."""
+
+    name = "store"
+    """How the store is named in log lines (never a password)."""
+
+    async def admit(
+        self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
+    ) -> tuple[float, Snapshot, list[Any] | None]:
+        """(seconds to wait or 0, the snapshot, the budget that does not fit or None)."""
+        raise NotImplementedError
+
+    async def settle(
+        self,
+        key: str,
+        snap: Snapshot,
+        used: dict[str, int],
+        needs: dict[str, int],
+        report: list[list[Any]],
+        pause_until: float,
+        settles: list[list[Any]],
+        now: float,
+    ) -> None:
+        raise NotImplementedError
+
+    async def cool(self, key: str, until: float) -> None:
+        raise NotImplementedError
+
+    async def cooling(self, keys: list[str]) -> list[float]:
+        raise NotImplementedError
+
+    async def spent(self, name: str) -> float:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release connections (the in-process and file stores hold none)."""
+
+
+class _Tables:
+    """The state of every key and budget, as plain dicts (the in-process and file stores)."""
+
+    def __init__(self, data: dict[str, Any] | None = None) -> None:
+        data = data if data is not None else {}
+        self.keys: dict[str, Entry] = data.setdefault("keys", {})
+        self.spent: dict[str, float] = data.setdefault("budgets", {})
+        self.data = data
+
+    def admit(
+        self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
+    ) -> tuple[float, Snapshot, list[Any] | None]:
+        entry = self.keys.get(key)
+        wait, snap = (0.0, {}) if entry is None else window.admit(entry, needs, now, route)
+        if wait > 0:
+            return wait, snap, None
+        if asks:
+            short = window.budget_admit(self.spent, asks)
+            if short is not None:
+                if snap and entry is not None:
+                    # Give the rate reservation back: the call is not sent.
+                    window.settle(entry, snap, {}, needs, [], 0.0, now)
+                return 0.0, {}, short
+        return 0.0, snap, None
+
+    def settle(
+        self,
+        key: str,
+        snap: Snapshot,
+        used: dict[str, int],
+        needs: dict[str, int],
+        report: list[list[Any]],
+        pause_until: float,
+        settles: list[list[Any]],
+        now: float,
+    ) -> None:
+        if snap or report or pause_until:
+            entry = self.keys.setdefault(key, {})
+            window.settle(entry, snap, used, needs, report, pause_until, now)
+        if settles:
+            window.budget_settle(self.spent, settles)
+
+    def prune(self, now: float) -> None:
+        """Forget keys with nothing left to say (every reset and pause past an hour ago)."""
+        old = now - 3600
+        for key in [k for k, e in self.keys.items() if _stale(e, old)]:
+            del self.keys[key]
+
+
+def _stale(entry: Entry, old: float) -> bool:
+    if entry.get("p", 0.0) > old or entry.get("c", 0.0) > old:
+        return False
+    return all(s[2] and s[2] < old for s in entry.get("n", {}).values())
+
+
+class MemoryStore(LimitStore):
+    """This process only (the default): every call on every event loop of the process."""
+
+    name = "in-process"
+
+    def __init__(self) -> None:
+        self._t = _Tables()
+
+    async def admit(
+        self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
+    ) -> tuple[float, Snapshot, list[Any] | None]:
+        return self._t.admit(key, needs, asks, now, route)
+
+    async def settle(
+        self,
+        key: str,
+        snap: Snapshot,
+        used: dict[str, int],
+        needs: dict[str, int],
+        report: list[list[Any]],
+        pause_until: float,
+        settles: list[list[Any]],
+        now: float,
+    ) -> None:
+        self._t.settle(key, snap, used, needs, report, pause_until, settles, now)
+        if len(self._t.keys) > 10_000:
+            self._t.prune(now)
+
+    async def cool(self, key: str, until: float) -> None:
+        window.pause(self._t.keys.setdefault(key, {}), until, "c")
+
+    async def cooling(self, keys: list[str]) -> list[float]:
+        return [self._t.keys.get(k, {}).get("c", 0.0) for k in keys]
+
+    async def spent(self, name: str) -> float:
+        return self._t.spent.get(name, 0.0)
+
+    def charge(self, settles: list[list[Any]]) -> None:
+        """This process's own count of its spend ([name, reserved, actual] each): what it
+        enforces while a shared store is down."""
+        window.budget_settle(self._t.spent, settles)
+
+
+class FileStore(LimitStore):
+    """One JSON file shared by the processes of one host, each change made under an
+    exclusive `flock` (POSIX hosts). The lock is taken without blocking, retried every
+    millisecond on the event loop, so a busy file never stalls other calls."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        import fcntl  # noqa: F401  (POSIX only: fail at configure time, not at a call)
+
+        self.path = os.fspath(path)
+        self.name = f"file {self.path}"
+        with open(self.path, "a", encoding="utf-8"):
+            pass  # made now, so a path that cannot be written raises at configure time
+
+    async def _apply(self, change: Any) -> Any:
+        import fcntl
+
+        with open(self.path, "r+", encoding="utf-8") as f:
+            while True:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    await anyio.sleep(0.001)
+            try:
+                text = f.read()
+                try:
+                    data = json.loads(text) if text.strip() else {}
+                except ValueError:
+                    data = {}  # a file cut by a crash: start over, open
+                if not isinstance(data, dict):
+                    data = {}
+                tables = _Tables(data)
+                result = change(tables)
+                if len(tables.keys) > 1000:
+                    tables.prune(time.time())
+                f.seek(0)
+                f.truncate()
+                f.write(json.dumps(tables.data, separators=(",", ":")))
+                f.flush()
+                return result
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    async def admit(
+        self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
+    ) -> tuple[float, Snapshot, list[Any] | None]:
+        result: tuple[float, Snapshot, list[Any] | None] = await self._apply(
+            lambda t: t.admit(key, needs, asks, now, route)
+        )
+        return result
+
+    async def settle(
+        self,
+        key: str,
+        snap: Snapshot,
+        used: dict[str, int],
+        needs: dict[str, int],
+        report: list[list[Any]],
+        pause_until: float,
+        settles: list[list[Any]],
+        now: float,
+    ) -> None:
+        await self._apply(
+            lambda t: t.settle(key, snap, used, needs, report, pause_until, settles, now)
+        )
+
+    async def cool(self, key: str, until: float) -> None:
+        await self._apply(lambda t: window.pause(t.keys.setdefault(key, {}), until, "c"))
+
+    async def cooling(self, keys: list[str]) -> list[float]:
+        found: list[float] = await self._apply(
+            lambda t: [t.keys.get(k, {}).get("c", 0.0) for k in keys]
+        )
+        return found
+
+    async def spent(self, name: str) -> float:
+        found: float = await self._apply(lambda t: t.spent.get(name, 0.0))
+        return found
