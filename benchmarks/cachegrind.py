@@ -206,7 +206,11 @@ def _run_all(jobs: list[Job], n_jobs: int) -> dict[Job, int]:
 def main_percall(args: argparse.Namespace) -> int:
     import percall
 
-    sides = ("bare", "stream-core", "route") if args.route else ("bare", "stream-core")
+    sides = (
+        ("bare", "stream-core")
+        + (("route",) if args.route else ())
+        + (("no-limits",) if args.limits else ())
+    )
     n = args.calls
     with bench.Loopback() as server:
         jobs: list[Job] = []
@@ -267,6 +271,13 @@ def main_percall(args: argparse.Namespace) -> int:
             f"{provider:<19} per later call, stream-core / bare: {ratio:.2f}x "
             f"(target <= {percall.TARGET}x)"
         )
+        if args.limits:
+            off = next(r for r in rows if (r["provider"], r["side"]) == (provider, "no-limits"))
+            cost = core["per_call_instructions"] - off["per_call_instructions"]
+            print(
+                f"{provider:<19} per later call, the limiter (stream-core - no-limits): "
+                f"{cost:,.0f} instructions"
+            )
         if args.route:
             route = next(r for r in rows if (r["provider"], r["side"]) == (provider, "route"))
             extra = route["per_call_instructions"] / core["per_call_instructions"]
@@ -296,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=30, help="percall: calls after the first")
     parser.add_argument(
         "--route", action="store_true", help="percall: also count calls through a Route"
+    )
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="percall: also count calls with the limiter off (its cost per call)",
     )
     parser.add_argument("--only", choices=bench.KINDS, help="run one stream kind")
     parser.add_argument(

@@ -17,6 +17,8 @@ benchmarks/server.py (127.0.0.1, one HTTP chunk per SSE event) for a short text 
   every call paid before clients were shared.
 - **route**: stream-core through a `Route` of two deployments whose first serves every
   call: the routing layer's own cost (issue 25: at most 2% over **stream-core**).
+- **no-limits**: stream-core with `configure_limits(enabled=False)`: the limiter's own
+  cost is **stream-core** less this (issue 26: at most 20 us a call in-process).
 
 The first call is reported apart, with the process's import and set-up time (from the
 first line of the worker to the first call). Calls 2..N are summarized by their median.
@@ -39,7 +41,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-SIDES = ("bare", "stream-core", "new-client", "route")
+SIDES = ("bare", "stream-core", "new-client", "route", "no-limits")
 PROVIDERS = ("anthropic-messages", "openai-completions")
 TARGET = 2.0  # stream-core / bare, time to first event, calls 2..N
 _PAYLOAD = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "Hi."}]}
@@ -81,6 +83,8 @@ async def _core(
 
     model = Model(id="bench", api=provider, provider="bench", base_url=url)
     target: Any = model
+    if side == "no-limits":
+        stream_core.configure_limits(enabled=False)
     if side == "route":
         spare = Model(id="bench", api=provider, provider="spare", base_url="http://127.0.0.2:9")
         target = stream_core.Route([model, spare])

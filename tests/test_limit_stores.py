@@ -264,8 +264,8 @@ def _two(v1: LimitedVendor, v2: LimitedVendor) -> tuple[Model, Model]:
 
 
 async def test_a_route_passes_over_a_saturated_deployment() -> None:
-    v1 = LimitedVendor(requests=1, window=30.0).start()
-    v2 = LimitedVendor(requests=100, window=30.0).start()
+    v1 = LimitedVendor(requests=1, window=3600.0).start()
+    v2 = LimitedVendor(requests=100, window=3600.0).start()
     try:
         a, b = _two(v1, v2)
         ctx = Context(messages=[UserMessage(content="hi")])

@@ -144,12 +144,14 @@ async def test_a_vendor_without_headers_gets_adaptive_concurrency(
 async def test_waiting_for_the_limit_counts_against_the_call_limits(
     vendor_factory: list[LimitedVendor],
 ) -> None:
-    v = _vendor(vendor_factory, requests=1, window=30.0)
+    v = _vendor(vendor_factory, requests=1, window=3600.0)  # never rolls mid-test
     model = _model(v)
     assert (await complete(model, CONTEXT, StreamOptions(api_key="k"))).error is None
     arrivals = len(v.arrivals)
     started = time.monotonic()
-    timed = await complete(model, CONTEXT, StreamOptions(api_key="k", total_timeout=5))
+    timed = await complete(
+        model, CONTEXT, StreamOptions(api_key="k", total_timeout=5, max_retry_delay=10_000)
+    )
     assert timed.error is not None and timed.error.kind == "timeout"
     assert "nothing was sent" in timed.error.message
     capped = await complete(model, CONTEXT, StreamOptions(api_key="k", max_retry_delay=2))
@@ -160,7 +162,7 @@ async def test_waiting_for_the_limit_counts_against_the_call_limits(
 
 
 async def test_cancel_ends_a_wait_for_the_limit(vendor_factory: list[LimitedVendor]) -> None:
-    v = _vendor(vendor_factory, requests=1, window=20.0)
+    v = _vendor(vendor_factory, requests=1, window=3600.0)
     model = _model(v)
     await complete(model, CONTEXT, StreamOptions(api_key="k"))
     cancel = anyio.Event()
@@ -172,7 +174,8 @@ async def test_cancel_ends_a_wait_for_the_limit(vendor_factory: list[LimitedVend
     async with anyio.create_task_group() as tg:
         tg.start_soon(press)
         with anyio.fail_after(5):
-            m = await complete(model, CONTEXT, StreamOptions(api_key="k", cancel=cancel))
+            options = StreamOptions(api_key="k", cancel=cancel, max_retry_delay=10_000)
+            m = await complete(model, CONTEXT, options)
     assert m.error is not None and m.error.kind == "aborted"
 
 

@@ -188,9 +188,20 @@ def flow(key: str) -> Flow:
     return found
 
 
+_last_digest: tuple[str, str] = ("", "-")
+"""The last key hashed and its hash: a process mostly calls with one key."""
+
+
 def limit_key(provider: str, base_url: str, secret: str | None, model: str) -> str:
     """The key a call is limited under: the API key only as a short hash."""
-    digest = hashlib.blake2b(secret.encode(), digest_size=8).hexdigest() if secret else "-"
+    global _last_digest
+    if not secret:
+        digest = "-"
+    elif secret == _last_digest[0]:
+        digest = _last_digest[1]
+    else:
+        digest = hashlib.blake2b(secret.encode(), digest_size=8).hexdigest()
+        _last_digest = (secret, digest)
     return f"{provider}|{base_url}|{digest}|{model}"
 
 
@@ -258,16 +269,21 @@ async def admit(
     """(0, the ticket, None) once admitted; (seconds to wait, None, None); or (0, None,
     [the budget that cannot fit, what is left of it])."""
     now = time.time()
+    local = config.local
+    store = config.store
+    if store is local:  # the default: no closure, no await that suspends
+        wait, snap, short = local.tables.admit(key, needs, asks, now, route)
+    else:
 
-    async def run(store: LimitStore) -> tuple[float, Snapshot, list[Any] | None]:
-        return await store.admit(key, needs, asks, now, route)
+        async def run(store: LimitStore) -> tuple[float, Snapshot, list[Any] | None]:
+            return await store.admit(key, needs, asks, now, route)
 
-    (wait, snap, short), store = await _shared("admission", run)
+        (wait, snap, short), store = await _shared("admission", run)
     if wait > 0 or short is not None:
         return wait, None, short
-    if asks and store is not config.local:
+    if asks and store is not local:
         # This process's own count of its spend: what it enforces while the store is down.
-        config.local.charge([[a[0], 0.0, a[2]] for a in asks])
+        local.charge([[a[0], 0.0, a[2]] for a in asks])
     return 0.0, Ticket(key, store, needs, snap, asks), None
 
 
@@ -278,19 +294,24 @@ async def settle(
     store that fails keeps the reservation: it errs on the safe side)."""
     now = time.time()
     store = ticket.store
-    args = (ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until)
-    if settles and store is not config.local:
-        config.local.charge(settles)
-    if store is config.local:
-        await store.settle(*args, settles, now)
+    local = config.local
+    if store is local or isinstance(store, MemoryStore):
+        if ticket.snap or ticket.report or pause_until or settles:
+            store.tables.settle(
+                ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until,
+                settles, now,
+            )  # fmt: skip
         return
+    args = (ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until)
+    if settles:
+        local.charge(settles)
     try:
-        with anyio.fail_after(config.timeout):
+        with anyio.CancelScope(shield=True), anyio.fail_after(config.timeout):
             await store.settle(*args, settles, now)
     except Exception as exc:
         logger.debug("limit store %s: settlement lost (%s)", store.name, type(exc).__name__)
         if pause_until:
-            await config.local.settle(ticket.key, {}, {}, {}, [], pause_until, [], now)
+            local.tables.settle(ticket.key, {}, {}, {}, [], pause_until, [], now)
 
 
 async def share_cool(key: str, until: float) -> None:

@@ -120,12 +120,12 @@ class MemoryStore(LimitStore):
     name = "in-process"
 
     def __init__(self) -> None:
-        self._t = _Tables()
+        self.tables = _Tables()
 
     async def admit(
         self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
     ) -> tuple[float, Snapshot, list[Any] | None]:
-        return self._t.admit(key, needs, asks, now, route)
+        return self.tables.admit(key, needs, asks, now, route)
 
     async def settle(
         self,
@@ -138,23 +138,23 @@ class MemoryStore(LimitStore):
         settles: list[list[Any]],
         now: float,
     ) -> None:
-        self._t.settle(key, snap, used, needs, report, pause_until, settles, now)
-        if len(self._t.keys) > 10_000:
-            self._t.prune(now)
+        self.tables.settle(key, snap, used, needs, report, pause_until, settles, now)
+        if len(self.tables.keys) > 10_000:
+            self.tables.prune(now)
 
     async def cool(self, key: str, until: float) -> None:
-        window.pause(self._t.keys.setdefault(key, {}), until, "c")
+        window.pause(self.tables.keys.setdefault(key, {}), until, "c")
 
     async def cooling(self, keys: list[str]) -> list[float]:
-        return [self._t.keys.get(k, {}).get("c", 0.0) for k in keys]
+        return [self.tables.keys.get(k, {}).get("c", 0.0) for k in keys]
 
     async def spent(self, name: str) -> float:
-        return self._t.spent.get(name, 0.0)
+        return self.tables.spent.get(name, 0.0)
 
     def charge(self, settles: list[list[Any]]) -> None:
         """This process's own count of its spend ([name, reserved, actual] each): what it
         enforces while a shared store is down."""
-        window.budget_settle(self._t.spent, settles)
+        window.budget_settle(self.tables.spent, settles)
 
 
 class FileStore(LimitStore):

@@ -18,7 +18,6 @@ import anyio
 
 from .._cost import compute_cost
 from .._errors import StreamFailure
-from .._history.tokens import estimate_context_tokens
 from .._limits import limiter
 from .._limits.window import POLL
 from .._types import StreamError, Usage
@@ -46,16 +45,9 @@ class Admission(CallState):
             )
 
     def _key(self) -> str:
-        key = self._limit_key
-        if key is None:
-            request = self._request
-            assert request is not None
-            url = request.url
-            base = f"{url.scheme}://{url.host}:{url.port or ''}{url.path}"
-            secret = self._secrets[0] if self._secrets else None
-            key = self._limit_key = limiter.limit_key(
-                self._model.provider, base, secret, self._model.id
-            )
+        secret = self._secrets[0] if self._secrets else None
+        model = self._model  # its base_url is the one sent (`options.base_url` applied)
+        key = self._limit_key = limiter.limit_key(model.provider, model.base_url, secret, model.id)
         return key
 
     async def _admit(self) -> None:
@@ -63,7 +55,7 @@ class Admission(CallState):
         cfg = limiter.config
         if not cfg.enabled or not self._wire.rate_limited:
             return
-        key = self._key()
+        key = self._limit_key or self._key()
         flow = limiter.flow(key)
         opts = self._options
         max_out = opts.max_tokens or self._model.max_tokens or 0
@@ -75,6 +67,8 @@ class Admission(CallState):
             or opts.max_cost_usd is not None
             or (cfg.store is not cfg.local)
         ):
+            from .._history.tokens import estimate_context_tokens  # its regexes: when needed
+
             estimate = estimate_context_tokens(self._context)
         needs = {
             "requests": 1,
@@ -163,8 +157,8 @@ class Admission(CallState):
                     kind="rate_limit",
                     retryable=True,
                     retry_after=round(wait, 3),
-                    message=f"rate limit reached for {self._model.id} (ready in {wait:.2f}s); "
-                    "passed over, nothing was sent",
+                    message=f"{self._model.id} is at its rate limit or cooling down (ready "
+                    f"in {wait:.2f}s); passed over, nothing was sent",
                 )
             )
         if wait > opts.max_retry_delay:
@@ -242,7 +236,6 @@ class Admission(CallState):
                     actual = worst
                 settles.append([name, worst, actual])
         try:
-            with anyio.CancelScope(shield=True):
-                await limiter.settle(ticket, used, pause_until, settles)
+            await limiter.settle(ticket, used, pause_until, settles)
         except Exception:  # pragma: no cover - settle never raises; a bug must not either
             pass

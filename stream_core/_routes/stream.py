@@ -336,11 +336,11 @@ class RouteStream:
             _spawn_detached(lambda: limiter.share_cool(key, until))
 
     def _cool(self, d: Deployment, error: StreamError) -> None:
-        """Cool `d`, here and (once the step can wait for it) for everyone sharing the
-        limit store: another process's route passes it over too."""
+        """Cool `d`, here and, with a shared limit store (`configure_limits(store=...)`),
+        for every process sharing it: their routes pass it over too."""
         self._route.cool(d, error.kind, error.retry_after)
         key = getattr(self._current, "_limit_key", None)
-        if key is not None:
+        if key is not None and limiter.config.store is not limiter.config.local:
             self._share = (key, time.time() + self._route.ready_in(d))
 
     def _falls_over(self, kind: ErrorKind) -> bool:
