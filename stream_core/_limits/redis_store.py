@@ -20,7 +20,7 @@ import anyio
 
 from .._transport import _spawn_detached
 from .stores import LimitStore
-from .window import POLL, SLACK, Snapshot
+from .window import LATE, POLL, SLACK, Snapshot
 
 __all__ = ["RedisStore"]
 
@@ -43,11 +43,11 @@ local function admit(entry, needs, now, route)
   if not names then return 0, {} end
   local wait = 0
   for name, s in pairs(names) do
-    if s[3] ~= 0 and now >= s[3] then roll(s, now) end
+    if s[3] ~= 0 and now >= s[3] + __LATE__ then roll(s, now) end
     local need = needs[name] or 0
     if need > s[2] and not (need > s[1] and s[2] >= s[1]) then
       local w = __POLL__
-      if s[3] ~= 0 then w = s[3] - now end
+      if s[3] ~= 0 then w = s[3] + __LATE__ - now end
       if name ~= "requests" and w > __POLL__ then w = __POLL__ end
       if w > wait then wait = w end
     end
@@ -68,7 +68,7 @@ local function settle(entry, snap, used, needs, report, pause_until, now)
   for name, taken in pairs(snap) do
     local s = names[name]
     if s then
-      if s[3] ~= 0 and now >= s[3] then roll(s, now) end
+      if s[3] ~= 0 and now >= s[3] + __LATE__ then roll(s, now) end
       if s[4] == taken[1] then
         s[2] = math.min(s[1], s[2] + (needs[name] or 0) - (used[name] or 0))
       end
@@ -87,16 +87,12 @@ local function settle(entry, snap, used, needs, report, pause_until, now)
         if resets_at then s[6] = math.max(s[6], resets_at - now) end
         local ended = s[3]
         local stale = false
-        if ended ~= 0 and now >= ended then
+        if ended ~= 0 and now >= ended + __LATE__ then
           roll(s, now)
           if resets_at and resets_at <= ended + __SLACK__ then stale = true end
         end
         if not stale then
-          if remaining then
-            local since = 0
-            if snap[name] then since = s[5] - snap[name][2] end
-            s[2] = math.min(s[2], remaining - since)
-          end
+          if remaining then s[2] = math.min(s[2], remaining) end
           if resets_at then s[3] = resets_at end
         end
       end
@@ -113,6 +109,7 @@ local function save(key, entry)
   redis.call('SET', key, cjson.encode(entry), 'EX', __EXPIRE__)
 end
 """.replace("__POLL__", repr(POLL)).replace("__SLACK__", repr(SLACK))
+_COMMON = _COMMON.replace("__LATE__", repr(LATE))
 _COMMON = _COMMON.replace("__EXPIRE__", str(_EXPIRE))
 
 _ADMIT = (

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 import time
+import weakref
 from typing import Any
 
 import anyio
 
+from .._transport import _loop_key
 from . import window
 from .window import Entry, Snapshot
 
@@ -165,12 +167,23 @@ class FileStore(LimitStore):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         import fcntl  # noqa: F401  (POSIX only: fail at configure time, not at a call)
 
+        self._turns: weakref.WeakKeyDictionary[Any, anyio.Lock] = weakref.WeakKeyDictionary()
         self.path = os.fspath(path)
         self.name = f"file {self.path}"
         with open(self.path, "a", encoding="utf-8"):
             pass  # made now, so a path that cannot be written raises at configure time
 
     async def _apply(self, change: Any) -> Any:
+        # One call of this process at a time asks for the file lock (in turn, first come
+        # first served): the others wait on the event loop, never in a spin on the file.
+        loop = _loop_key()
+        turn = self._turns.get(loop)
+        if turn is None:
+            turn = self._turns[loop] = anyio.Lock()
+        async with turn:
+            return await self._locked(change)
+
+    async def _locked(self, change: Any) -> Any:
         import fcntl
 
         with open(self.path, "r+", encoding="utf-8") as f:

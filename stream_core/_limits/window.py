@@ -8,8 +8,9 @@ port of them (the store tests run one scenario table through all three):
      "n": {limit name: [limit, available, resets_at, generation, issued, period]}}
 
 `available` counts down as calls are admitted (each reserves its need) and is set whole
-again when `resets_at` passes (a new generation); `issued` counts every reservation ever
-made, so a report can be read against the calls admitted since the reporting call was.
+again when `resets_at` passes (a new generation); a vendor's report can only lower it (to
+its `remaining`): our own count already holds every call sent since the report was made,
+so a lower figure means usage this store did not see. `issued` counts every reservation.
 A settlement gives back what a call reserved and did not use, in the generation it was
 reserved in only. `period` is the longest reset wait seen: the next window's reset when a
 window rolls before the vendor has said. Nothing here sleeps or does I/O.
@@ -21,6 +22,7 @@ import math
 from typing import Any
 
 __all__ = [
+    "LATE",
     "POLL",
     "SLACK",
     "admit",
@@ -33,6 +35,10 @@ __all__ = [
 POLL = 0.05
 """Seconds between looks at a token limit that is used up (the calls in flight give back
 what they did not use as they end), or at any limit with no reset time known."""
+
+LATE = 0.1
+"""Seconds past a reported reset before a window counts as whole again: a call admitted
+just before the reset may reach the vendor just after it and count in the new window."""
 
 SLACK = 1.0
 """Vendors round their reset times (whole seconds, `6m0s`): resets this close are the
@@ -68,12 +74,12 @@ def admit(
         return 0.0, {}
     wait = 0.0
     for name, s in names.items():
-        if s[2] and now >= s[2]:
+        if s[2] and now >= s[2] + LATE:
             _roll(s, now)
         need = needs.get(name, 0)
         if need > s[1] and not (need > s[0] and s[1] >= s[0]):
             # Requests come back only at the reset; tokens also as calls in flight settle.
-            w = s[2] - now if s[2] else POLL
+            w = s[2] + LATE - now if s[2] else POLL
             wait = max(wait, w if name == "requests" else min(w, POLL))
     if wait > 0:
         return wait, {}
@@ -103,7 +109,7 @@ def settle(
         s = names.get(name)
         if s is None:
             continue
-        if s[2] and now >= s[2]:
+        if s[2] and now >= s[2] + LATE:
             _roll(s, now)
         if s[3] == gen:
             s[1] = min(s[0], s[1] + needs.get(name, 0) - used.get(name, 0))
@@ -120,14 +126,14 @@ def settle(
         if resets_at:
             s[5] = max(s[5], resets_at - now)
         ended = s[2]
-        if ended and now >= ended:
+        if ended and now >= ended + LATE:
             _roll(s, now)
             if resets_at and resets_at <= ended + SLACK:
                 continue  # a report on the window that just ended
         if remaining is not None:
-            taken = snap.get(name)
-            since = s[4] - taken[1] if taken is not None else 0
-            s[1] = min(s[1], remaining - since)
+            # Never more than the vendor says is left: usage outside this store shows.
+            # (Not less either: calls sent since the report are in our count already.)
+            s[1] = min(s[1], remaining)
         if resets_at:
             s[2] = resets_at
     if pause_until > entry.get("p", 0.0):
