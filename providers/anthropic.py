@@ -40,6 +40,7 @@ from stream_core import (
     UserMessage,
 )
 from stream_core.provider import (
+    ADAPTIVE_EFFORTS,
     IMAGE_OMITTED_TEXT,
     Assembler,
     OutputSpec,
@@ -52,6 +53,7 @@ from stream_core.provider import (
     closed_schema,
     error_from_vendor,
     id_normalizer,
+    image_note,
     long_cache_honored,
     optional_field,
     output_spec,
@@ -60,6 +62,7 @@ from stream_core.provider import (
     refuse_forced_tool,
     required_field,
     shape,
+    thinking_mode,
     vendor_error_fields,
 )
 
@@ -162,7 +165,14 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     budget = options.thinking_budget() if model.reasoning else None
     if budget is not None and not _loop_allows_thinking(messages):
         budget = None
-    if budget is not None:
+    thinking = budget is not None
+    effort = None
+    if thinking and thinking_mode(model) == "adaptive":
+        # The model decides how much to think; the effort bounds it (no budget, no beta).
+        assert options.reasoning is not None
+        payload["thinking"] = {"type": "adaptive"}
+        effort = ADAPTIVE_EFFORTS[options.reasoning]
+    elif budget is not None:
         budget = fit_thinking_budget(budget, max_tokens)
         if max_tokens <= budget:
             payload["max_tokens"] = max_tokens = budget + 1024
@@ -170,13 +180,13 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         betas.append(_THINKING_BETA)
     elif options.temperature is not None:
         payload["temperature"] = options.temperature  # not allowed together with thinking
-    _sampling(payload, options, thinking=budget is not None)
+    _sampling(payload, options, thinking=thinking)
     if context.tools:
         payload["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in context.tools
         ]
-        choice = _tool_choice(options, thinking=budget is not None)
+        choice = _tool_choice(options, thinking=thinking)
         if choice is not None:
             payload["tool_choice"] = choice
     if isinstance(options.metadata.get("user_id"), str):
@@ -184,6 +194,8 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     spec = output_spec(WIRE, model, options)
     if spec is not None and spec.mode != "tool":
         _output_format(payload, betas, model, spec)
+    if effort is not None:
+        payload.setdefault("output_config", {})["effort"] = effort
     headers = {"anthropic-version": _VERSION, "anthropic-beta": ",".join(betas)}
     return WireRequest(
         url=model.base_url.rstrip("/") + "/v1/messages", payload=payload, headers=headers
@@ -282,7 +294,7 @@ def _convert_messages(
                 {
                     "type": "tool_result",
                     "tool_use_id": m.tool_call_id,
-                    "content": _user_blocks(m.content, vision=vision) or "(no output)",
+                    "content": _user_blocks(m.content, vision=vision, model=model) or "(no output)",
                     "is_error": m.is_error,
                 }
             )
@@ -294,7 +306,7 @@ def _convert_messages(
             if isinstance(m.content, str):
                 blocks = [{"type": "text", "text": m.content}] if m.content.strip() else []
             else:
-                blocks = _user_blocks(m.content, vision=vision)
+                blocks = _user_blocks(m.content, vision=vision, model=model)
             if blocks:
                 if out and out[-1]["role"] == "user":
                     # Right after tool results: one user turn (results first, then the text),
@@ -314,7 +326,7 @@ def _convert_messages(
     return out
 
 
-def _user_blocks(content: Sequence[object], *, vision: bool) -> list[Any]:
+def _user_blocks(content: Sequence[object], *, vision: bool, model: Model) -> list[Any]:
     blocks: list[dict[str, Any]] = []
     for b in content:
         if isinstance(b, TextContent):
@@ -322,6 +334,8 @@ def _user_blocks(content: Sequence[object], *, vision: bool) -> list[Any]:
                 blocks.append({"type": "text", "text": b.text})
         elif not isinstance(b, ImageContent):
             continue  # UnknownContent: kept in the history, never sent
+        elif vision and (note := image_note(model, b.mime_type)) is not None:
+            blocks.append({"type": "text", "text": note})
         elif vision:
             blocks.append(
                 {

@@ -58,6 +58,7 @@ from stream_core import (
     UserMessage,
 )
 from stream_core.provider import (
+    ADAPTIVE_EFFORTS,
     IMAGE_OMITTED_TEXT,
     Assembler,
     EventStreamDecoder,
@@ -76,6 +77,7 @@ from stream_core.provider import (
     prepare_messages,
     refuse_forced_tool,
     required_field,
+    thinking_mode,
 )
 
 from . import _aws
@@ -215,7 +217,12 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     inference: dict[str, Any] = {"maxTokens": max_tokens}
     fields: dict[str, Any] = {}
     budget = options.thinking_budget() if model.reasoning and _CLAUDE in model.id else None
-    if budget is not None:
+    if budget is not None and thinking_mode(model) == "adaptive":
+        # Claude 4.6+: the model decides how much to think, within the effort.
+        assert options.reasoning is not None
+        fields["thinking"] = {"type": "adaptive"}
+        fields["output_config"] = {"effort": ADAPTIVE_EFFORTS[options.reasoning]}
+    elif budget is not None:
         # Claude's rules (`_claude`): the budget leaves room for the answer; no temperature.
         budget = fit_thinking_budget(budget, max_tokens)
         inference["maxTokens"] = max(max_tokens, budget + 1024)
@@ -251,6 +258,24 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         if choice is not None:
             config["toolChoice"] = choice
         payload["toolConfig"] = config
+    elif not context.tools:
+        called = _called_tools(payload["messages"])
+        if called:
+            # A history with tool blocks and no tools declared (after a compaction or a
+            # handoff): Converse requires a toolConfig for it, so the tools the history
+            # calls are declared, taking any arguments.
+            payload["toolConfig"] = {
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": name,
+                            "description": f"{name} (called earlier in this conversation)",
+                            "inputSchema": {"json": {"type": "object"}},
+                        }
+                    }
+                    for name in called
+                ]
+            }
     spec = output_spec(WIRE, model, options)
     if spec is not None and spec.mode != "tool":
         definition: dict[str, Any] = {
@@ -264,6 +289,12 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         }
     headers = {"accept": "application/vnd.amazon.eventstream, application/json"}
     return WireRequest(url=endpoint(model, options), payload=payload, headers=headers)
+
+
+def _called_tools(messages: list[dict[str, Any]]) -> list[str]:
+    """The names of the tools the history's calls name, in order, once each."""
+    names = [b["toolUse"]["name"] for m in messages for b in m["content"] if "toolUse" in b]
+    return list(dict.fromkeys(names))
 
 
 def _sends_tools(messages: list[dict[str, Any]], options: StreamOptions) -> bool:

@@ -61,6 +61,7 @@ from stream_core.provider import (
     output_spec,
     parse_json,
     shape,
+    thinking_level,
 )
 
 from ._gemini_args import PIECE, ArgsWriter
@@ -110,14 +111,6 @@ _ERROR_STATUSES: dict[str, ErrorKind] = {
 _PROMPT, _CACHED = "promptTokenCount", "cachedContentTokenCount"
 _TOOL_PROMPT = "toolUsePromptTokenCount"
 _CANDIDATES, _THOUGHTS = "candidatesTokenCount", "thoughtsTokenCount"
-
-# Reasoning effort -> `thinkingLevel`, for models that take a level instead of a budget
-# (first matching id fragment wins); other reasoning models get `thinkingBudget`.
-_THINKING_LEVELS: tuple[tuple[str, dict[str, str]], ...] = (
-    ("gemini-3-pro", {"minimal": "low", "low": "low", "medium": "high", "high": "high"}),
-    ("gemini-3", {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}),
-)
-
 
 # Portable control -> the Gemini field it becomes (README "Request controls").
 _CONTROLS = {
@@ -217,10 +210,11 @@ def _thinking_config(model: Model, options: StreamOptions) -> dict[str, Any]:
     config: dict[str, Any] = {"includeThoughts": True}
     if options.reasoning is None:
         return config
-    for fragment, levels in _THINKING_LEVELS:
-        if fragment in model.id:
-            config["thinkingLevel"] = levels[options.reasoning]
-            return config
+    # Gemini 3 takes a level instead of a budget (the per-model rules say which levels).
+    level = thinking_level(model, options.reasoning)
+    if level is not None:
+        config["thinkingLevel"] = level
+        return config
     config["thinkingBudget"] = options.thinking_budget()
     return config
 

@@ -58,13 +58,15 @@ _STOP_REASONS: dict[str, StopRule] = {
     "model_length": "length",  # the context window filled while generating
 }
 
-# Portable control -> the request field it becomes (the README's table). No `top_k`.
+# Portable control -> the request field it becomes (the README's table). `top_k` is in the
+# official SDK's ChatCompletionRequest (mistralai, `top_k: OptionalNullable[int]`).
 _CONTROLS: dict[str, str] = {
     "tool_choice": '`tool_choice`: "auto", "none", "any" (for required), '
     '{"type": "function", "function": {"name": ...}} (sent with tools only)',
     "parallel_tool_calls": "`parallel_tool_calls` (sent with tools only)",
     "stop": "`stop` (list)",
     "top_p": "`top_p`",
+    "top_k": "`top_k`",
     "seed": "`random_seed`",
     "presence_penalty": "`presence_penalty`",
     "frequency_penalty": "`frequency_penalty`",
@@ -75,6 +77,7 @@ _CONTROLS: dict[str, str] = {
 _PLAIN_CONTROLS: dict[str, str] = {
     "stop": "stop",
     "top_p": "top_p",
+    "top_k": "top_k",
     "seed": "random_seed",
     "presence_penalty": "presence_penalty",
     "frequency_penalty": "frequency_penalty",

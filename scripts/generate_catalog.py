@@ -13,7 +13,9 @@ The shipped file was generated from models.dev revision
 f3fc692299671838c7c65fd8126bf84d81a2e817 (2026-07-02). `--check` exits 1 when the file on
 disk differs from what the data gives (the reproducibility check).
 
-Prices here are only the fallback: costs come from genai-prices where it knows the model.
+Prices: genai-prices' base prices (`stream_core/prices.json`) where it knows the model, so
+`Model.prices` is the price `Usage.cost` is computed with; models.dev's elsewhere. After a
+prices refresh, `generate_catalog.py -` aligns the shipped file without models.dev.
 """
 
 from __future__ import annotations
@@ -214,6 +216,7 @@ def generate(root: Path, revision: str) -> dict[str, Any]:
             if entry is not None:
                 models.append({"provider": ours, **entry})
     models.sort(key=lambda m: (m["provider"], m["id"]))
+    align_prices(providers, models)
     return {
         "source": {
             "data": "https://github.com/sst/models.dev",
@@ -223,6 +226,35 @@ def generate(root: Path, revision: str) -> dict[str, Any]:
         "providers": providers,
         "models": models,
     }
+
+
+def align_prices(providers: dict[str, Any], models: list[dict[str, Any]]) -> int:
+    """Give each model the prices its cost is computed with: genai-prices' base prices
+    (`stream_core/prices.json`) where it knows the model, else models.dev's. One price per
+    model (issue 27): `Model.prices` never disagrees with `Usage.cost`. Returns how many
+    changed."""
+    from stream_core import Model, ModelPrices
+    from stream_core._cost import list_prices
+
+    changed = 0
+    for entry in models:
+        row = providers[entry["provider"]]
+        model = Model(
+            id=entry["id"],
+            api=(entry.get("apis") or row["apis"])[0],
+            provider=entry["provider"],
+            base_url=row["base_url"],
+            prices=ModelPrices(**entry.get("prices", {})),
+        )
+        found = list_prices(model)
+        prices = {k: v for k, v in found.model_dump().items() if v is not None}
+        if prices != entry.get("prices", {}):
+            changed += 1
+            if prices:
+                entry["prices"] = prices
+            else:
+                entry.pop("prices", None)
+    return changed
 
 
 def render(catalog: dict[str, Any]) -> str:
@@ -249,7 +281,12 @@ def _git_revision(root: Path) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models_dev", type=Path, help="a local copy of the models.dev repository")
+    parser.add_argument(
+        "models_dev",
+        type=Path,
+        help="a local copy of the models.dev repository ('-': align the shipped file's "
+        "prices with prices.json only)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument(
         "--revision", help="models.dev commit the copy is at (default: ask git, else unknown)"
@@ -258,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="exit 1 if --out differs instead of writing it"
     )
     args = parser.parse_args(argv)
+    if str(args.models_dev) == "-":
+        catalog = json.loads(args.out.read_text(encoding="utf-8"))
+        changed = align_prices(catalog["providers"], catalog["models"])
+        args.out.write_text(render(catalog), encoding="utf-8")
+        print(f"wrote {args.out}: {changed} models' prices aligned with prices.json")
+        return 0
     revision = args.revision or _git_revision(args.models_dev) or "unknown"
     text = render(generate(args.models_dev, revision))
     if args.check:

@@ -18,6 +18,7 @@ from . import _layout
 # instructions. Type checkers take any name `TYPE_CHECKING` as true; deleted at the end.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._capabilities import Capabilities
     from ._connections import configure_connections
     from ._errors import is_context_overflow
     from ._events import (
@@ -131,6 +132,7 @@ __version__ = "0.1.0"
 # first used (pydantic's model machinery alone costs more than `import httpx`), so a program
 # pays for what it uses. Type checkers read the imports above.
 _LAZY: dict[str, tuple[str, ...]] = {
+    "_capabilities": ("Capabilities",),
     "_connections": ("configure_connections",),
     "_errors": ("is_context_overflow",),
     "_events": (
@@ -238,6 +240,7 @@ __all__ = [
     "Attempt",
     "BashExecution",
     "BranchSummary",
+    "Capabilities",
     "CompactionSummary",
     "Context",
     "Cost",

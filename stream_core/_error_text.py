@@ -199,12 +199,17 @@ def _finite(value: float) -> float | None:
 _DURATION_JSON = re.compile(r"([0-9]{1,10}(?:\.[0-9]{1,9})?)s")
 
 
+_RETRY_IN_WORDS = re.compile(rb"[Pp]lease retry in ([0-9]{1,6}(?:\.[0-9]{1,9})?)s\b")
+
+
 def retry_delay_in_body(body: bytes) -> float | None:
     """The wait a Google-style error body asks for (`error.details[]` holding a
     `google.rpc.RetryInfo` with `retryDelay: "30s"`), in seconds; None when it asks for
     none or the body is not that shape."""
     if b"RetryInfo" not in body:
-        return None
+        # Some answers say it only in words: "Please retry in 52.4s."
+        said = _RETRY_IN_WORDS.search(body[:_ERROR_BODY_LIMIT])
+        return _finite(float(said.group(1))) if said is not None else None
     try:
         data = from_json(body)
     except ValueError:

@@ -9,15 +9,19 @@ saves typing for the common ones. It is `catalog.json`, generated from models.de
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import from_json
 
 from ._checks import SECRET_HEADERS, base_url_problem, header_problem
+
+if TYPE_CHECKING:
+    from ._capabilities import Capabilities
 
 __all__ = ["Model", "ModelPrices", "get_model", "list_models", "register_model"]
 
@@ -66,6 +70,20 @@ class Model(BaseModel):
 
     def __repr__(self) -> str:
         return f"Model(provider={self.provider!r}, id={self.id!r}, api={self.api!r})"
+
+    def capabilities(self) -> Capabilities:
+        """What this model takes, before the call: each control and how it is sent, the
+        controls `stream()` refuses for it and why, its reasoning levels, output modes,
+        image types, window, output limit, and whether it is priced. Read from the tables
+        `stream()` checks, so the two always agree."""
+        query = _capabilities_of
+        if query is None:
+            # Bound by `_registry` at its import (it sits above the catalog, so it is never
+            # imported from here); the door's `stream`, `get_model` and `Model` import it.
+            importlib.import_module("stream_core._registry")
+            query = _capabilities_of
+        assert query is not None
+        return query(self)
 
     @field_validator("base_url")
     @classmethod
@@ -274,6 +292,16 @@ _load_plugins: Callable[[], bool] = _no_plugin_loader
 registered). Handed down by `_registry` at its import (`bind_plugin_loader`): the
 registry sits above the catalog, so it is never imported from here. `stream_core`'s
 `get_model` is served through `_registry`, so the loader is always bound for callers."""
+
+
+_capabilities_of: Callable[[Model], Capabilities] | None = None
+"""`Model.capabilities`, handed down by `_registry` (`bind_capabilities`)."""
+
+
+def bind_capabilities(query: Callable[[Model], Capabilities]) -> None:
+    """Set what `Model.capabilities()` asks (called by `_registry` only)."""
+    global _capabilities_of
+    _capabilities_of = query
 
 
 def bind_plugin_loader(load: Callable[[], bool]) -> None:

@@ -21,7 +21,8 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
-from ._models import Model, bind_plugin_loader, get_model
+from ._capabilities import capabilities
+from ._models import Model, bind_capabilities, bind_plugin_loader, get_model
 from ._options import StreamOptions
 from ._pipeline.stream import AssistantStream
 from ._types import AssistantMessage, Context
@@ -198,6 +199,7 @@ def _load_plugins_once() -> bool:
 
 
 bind_plugin_loader(_load_plugins_once)
+bind_capabilities(lambda model: capabilities(model, get_provider))
 
 
 def load_plugins() -> None:

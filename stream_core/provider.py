@@ -24,6 +24,9 @@ shows a plugin needs nothing private. The pieces, by job:
   `sanitize_surrogates`, `function_tools`, `IMAGE_OMITTED_TEXT`, `TOOL_ERROR_PREFIX`;
 - tool arguments: `parse_arguments`, `parse_partial_json`, `ArgumentsError`;
 - cost: `CostContext`, `compute_cost`, `long_cache_honored`;
+- per-model rules (`stream_core._rules`, applied at `stream()`): `thinking_mode` (a token
+  budget, adaptive thinking, a level), `thinking_level`, `ADAPTIVE_EFFORTS`, and
+  `image_note` (the text sent for an image type the vendor does not take);
 - request controls and structured output: `CONTROLS` (declare the ones an API maps in
   `WireAPI.controls`), `output_spec` and `OutputSpec` (the call's schema, name and mode),
   `closed_schema` (objects closed, for vendors that demand it), `copy_controls`,
@@ -86,10 +89,12 @@ from ._options import CONTROLS, copy_controls, refuse_forced_tool
 from ._output import OutputSpec, closed_schema
 from ._pipeline.assembler import Assembler, StopRule
 from ._registry import get_provider, register_provider, unregister_providers
+from ._rules import ADAPTIVE_EFFORTS, image_note, thinking_level, thinking_mode
 from ._tools import TOOL_ERROR_PREFIX, function_tools
 from ._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
 
 __all__ = [
+    "ADAPTIVE_EFFORTS",
     "ANY",
     "CONTROLS",
     "IMAGE_OMITTED_TEXT",
@@ -123,6 +128,7 @@ __all__ = [
     "function_tools",
     "get_provider",
     "id_normalizer",
+    "image_note",
     "is_same_model",
     "long_cache_honored",
     "optional_field",
@@ -137,6 +143,8 @@ __all__ = [
     "sanitize_surrogates",
     "setting_in_url",
     "shape",
+    "thinking_level",
+    "thinking_mode",
     "unregister_providers",
     "vendor_error_fields",
 ]

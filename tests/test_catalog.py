@@ -285,17 +285,20 @@ def test_models_command_lists_one_provider(capsys: pytest.CaptureFixture[str]) -
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("anthropic (18 models")
-    assert lines[-1].startswith("catalog: models.dev f3fc69229967 (MIT")
-    assert "genai-prices" in lines[-1]
+    assert lines[-2].startswith("catalog: models.dev f3fc69229967 (MIT")
+    assert "genai-prices" in lines[-2]
+    assert lines[-1].startswith("REFUSES: what stream() raises for")
     assert lines[1].split() == [
-        "ID", "API", "CONTEXT", "MAX", "OUT", "IN", "OUT", "CACHE", "R", "CACHE", "W", "REASON",
-        "IMG",
+        "ID", "API", "CONTEXT", "MAX", "OUT", "IN", "OUT", "CACHE", "R", "CACHE", "W",
+        "REASONING", "IMG", "REFUSES",
     ]  # fmt: skip
     sonnet = next(line.split() for line in lines if line.startswith("claude-sonnet-4-5 "))
     assert sonnet == [
-        "claude-sonnet-4-5", "anthropic-messages", "200k", "64k", "3", "15", "0.3", "3.75", "yes",
-        "yes",
+        "claude-sonnet-4-5", "anthropic-messages", "200k", "64k", "3", "15", "0.3", "3.75", "all",
+        "yes", "frequency_penalty,", "presence_penalty,", "seed,", "temperature+top_p",
     ]  # fmt: skip
+    opus = next(line.split() for line in lines if line.startswith("claude-opus-4-7 "))
+    assert opus[8:10] == ["all", "(adaptive)"] and "temperature," in opus
 
 
 def test_models_command_shows_every_api_and_unknown_prices(
@@ -307,7 +310,8 @@ def test_models_command_shows_every_api_and_unknown_prices(
     gpt4o = next(line.split() for line in out.splitlines() if line.startswith("gpt-4o "))
     # OpenAI publishes no cache-write price: shown as unknown, not 0.
     assert gpt4o[1:] == [
-        "openai-completions,openai-responses", "128k", "16k", "2.5", "10", "1.25", "-", "no", "yes"
+        "openai-completions,openai-responses", "128k", "16k", "2.5", "10", "1.25", "-", "no", "yes",
+        "top_k",
     ]  # fmt: skip
 
 

@@ -167,8 +167,14 @@ def test_auto_with_thinking_is_sent() -> None:
 
 
 def test_a_forced_tool_is_fine_when_the_model_does_not_think() -> None:
-    payload = sent(OLD, tool_choice="required", reasoning="high")
+    payload = sent(OLD, tool_choice="required")
     assert "thinking" not in payload and payload["tool_choice"] == {"type": "any"}
+
+
+def test_reasoning_on_a_model_that_does_not_reason_raises() -> None:
+    # Issue 27: a control a model cannot honour raises; it is never dropped silently.
+    with pytest.raises(ValueError, match=r"StreamOptions.reasoning: .* does not reason"):
+        sent(OLD, reasoning="high")
 
 
 # --- sampling -----------------------------------------------------------------------------

@@ -174,7 +174,7 @@ def test_a_forced_tool_with_claude_thinking_raises_at_stream(choice: Any) -> Non
 
 
 def test_a_forced_tool_on_a_model_without_thinking_config_is_sent() -> None:
-    payload = sent(NOVA, tool_choice="required", reasoning="high")
+    payload = sent(NOVA, tool_choice="required")
     assert payload["toolConfig"]["toolChoice"] == {"any": {}}
     assert "additionalModelRequestFields" not in payload
 
@@ -192,13 +192,16 @@ def test_parallel_tool_calls_true_is_the_default_and_sends_nothing() -> None:
 
 
 def test_stop_and_top_p() -> None:
-    inference = sent(stop=["END", "\n\n"], top_p=0.8, temperature=0.3)["inferenceConfig"]
-    assert inference == {
-        "maxTokens": 32_000,
-        "temperature": 0.3,
-        "stopSequences": ["END", "\n\n"],
-        "topP": 0.8,
-    }
+    inference = sent(stop=["END", "\n\n"], top_p=0.8)["inferenceConfig"]
+    assert inference == {"maxTokens": 32_000, "stopSequences": ["END", "\n\n"], "topP": 0.8}
+    assert sent(temperature=0.3)["inferenceConfig"]["temperature"] == 0.3
+
+
+def test_claude_4_5_refuses_temperature_and_top_p_together() -> None:
+    # Issue 27: Sonnet 4.5 answers 400 to both; the call raises, naming the model.
+    message = refused(top_p=0.8, temperature=0.3)
+    assert "does not take temperature and top_p together" in message
+    assert "claude-sonnet-4-5" in message
 
 
 def test_controls_left_unset_send_nothing() -> None:

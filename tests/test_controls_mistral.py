@@ -155,17 +155,15 @@ async def test_sampling_control(control: str, value: Any, field: str) -> None:
 # --- what raises --------------------------------------------------------------------------
 
 
-def test_top_k_raises_at_stream() -> None:
-    with pytest.raises(
-        ValueError, match=r"^StreamOptions\.top_k: mistral-conversations has no such control"
-    ):
-        stream_core.stream(MISTRAL, context(), options(api_key=API_KEY, top_k=40))
+async def test_top_k_is_sent() -> None:
+    # Issue 27: the official SDK's ChatCompletionRequest declares top_k.
+    assert (await sent(top_k=40))["top_k"] == 40
 
 
 def test_controls_and_extra_declared() -> None:
     wire = get_provider(API).wire
     assert wire is not None
-    assert set(wire.controls) == set(stream_core.provider.CONTROLS) - {"top_k"}
+    assert set(wire.controls) == set(stream_core.provider.CONTROLS)
     assert dict(wire.extra) == {}
 
 

@@ -357,7 +357,6 @@ def test_request_knobs_and_a_model_without_reasoning() -> None:
         _sent(
             context,
             model,
-            reasoning="low",
             temperature=0.2,
             session_id="s",
             cache_retention="none",

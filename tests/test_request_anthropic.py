@@ -462,7 +462,7 @@ async def test_thinking_budget_override_per_effort() -> None:
 
 async def test_no_thinking_for_a_model_without_reasoning_and_temperature_is_sent() -> None:
     plain = TARGET.model_copy(update={"reasoning": False})
-    _, payload = await send(mixed_context(plain), plain, reasoning="medium", temperature=0.3)
+    _, payload = await send(mixed_context(plain), plain, temperature=0.3)
 
     assert "thinking" not in payload
     assert payload["temperature"] == 0.3

@@ -270,7 +270,7 @@ async def test_the_callers_context_is_not_mutated() -> None:
     context = mixed_context()
     before = context.model_dump()
 
-    await send(context, reasoning="high", max_tokens=100)
+    await send(context, max_tokens=100)
 
     assert context.model_dump() == before
 
@@ -407,7 +407,7 @@ async def test_reasoning_model_gets_developer_role_and_effort() -> None:
 
 
 async def test_plain_model_gets_system_role_and_temperature() -> None:
-    _, payload = await send(mixed_context(), temperature=0.2, reasoning="low")
+    _, payload = await send(mixed_context(), temperature=0.2)
 
     assert payload["messages"][0] == {"role": "system", "content": "You describe pictures."}
     assert payload["temperature"] == 0.2

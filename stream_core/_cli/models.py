@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from .._capabilities import Capabilities
 from .._cost import list_prices, prices_source
 from .._models import catalog_source, list_models, model_apis
 from ._common import usage_error
@@ -12,7 +13,19 @@ from ._render import table
 
 __all__ = ["run"]
 
-_HEAD = ("ID", "API", "CONTEXT", "MAX OUT", "IN", "OUT", "CACHE R", "CACHE W", "REASON", "IMG")
+_HEAD = (
+    "ID",
+    "API",
+    "CONTEXT",
+    "MAX OUT",
+    "IN",
+    "OUT",
+    "CACHE R",
+    "CACHE W",
+    "REASONING",
+    "IMG",
+    "REFUSES",
+)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -26,6 +39,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         rows = [_HEAD]
         for m in (m for m in models if m.provider == provider):
             p = list_prices(m)
+            caps = m.capabilities()
             rows.append(
                 (
                     m.id,
@@ -36,8 +50,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     _usd(p.output),
                     _usd(p.cache_read),
                     _usd(p.cache_write),
-                    "yes" if m.reasoning else "no",
+                    _levels(caps.reasoning, caps.thinking),
                     "yes" if "image" in m.input else "no",
+                    _refuses(caps),
                 )
             )
         table(out, f"{provider} ({len(rows) - 1} models; prices in USD per million tokens)", rows)
@@ -47,8 +62,24 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(
         f"catalog: models.dev {source['revision'][:12]} ({source['licence']}); prices: "
         f"genai-prices {prices_version} where it knows the model, else the catalog's\n"
+        "REFUSES: what stream() raises for, per model (Model.capabilities())\n"
     )
     return 0
+
+
+def _levels(levels: list[str], thinking: str | None) -> str:
+    if not levels:
+        return "no"
+    shown = "all" if len(levels) == 4 else ",".join(levels)
+    return f"{shown} ({thinking})" if thinking else shown
+
+
+def _refuses(caps: Capabilities) -> str:
+    """The controls `stream()` refuses for the model, from its capability query."""
+    parts = sorted(caps.refused)
+    parts += [f"{c}={v}" for c, values in sorted(caps.refused_values.items()) for v in values]
+    parts += ["+".join(pair) for pair in caps.together]
+    return ", ".join(parts) or "-"
 
 
 def _tokens(n: int) -> str:

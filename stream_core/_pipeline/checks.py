@@ -19,6 +19,7 @@ from .._checks import base_url_problem, clip, image_problem, tool_name_problem
 from .._history import roles  # noqa: F401 - registers the ready-made roles before any record is read
 from .._models import Model, model_headers_problem
 from .._options import CONTROLS, StreamOptions
+from .._rules import check_rules
 from .._types import (
     KEEP_UNKNOWN_BLOCKS,
     MODEL_MESSAGE_ADAPTER,
@@ -68,6 +69,7 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
             raise TypeError(f"options must be StreamOptions or None, not {type(options).__name__}")
         options.validate()  # again: a field may have been changed since construction
         _check_controls(wire, options)
+        check_rules(model, options)
     if isinstance(context, Context):
         for i, m in enumerate(context.messages):
             if not isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage, CustomMessage)):

@@ -142,6 +142,8 @@ class Finishing(CallState):
             m.error = StreamError(
                 kind="protocol", message=redact(f"{type(exc).__name__}: {exc}", self._secrets)
             )
+        if m.stop_reason == "length" and not m.usage.output and not m.content and not m.error:
+            self._silent_overflow()
         if self._ticket is not None:
             await self._settle(m.error)
         if self._started is not None:
@@ -158,6 +160,28 @@ class Finishing(CallState):
                 if drained.is_set():
                     break
                 await anyio.lowlevel.cancel_shielded_checkpoint()
+
+    def _silent_overflow(self) -> None:
+        """A stream that ended `length` with no output because its input did not fit (some
+        servers say nothing else): `context_overflow`, like the vendors' explicit errors,
+        when its usage reports more input than the window or the catalog's window cannot
+        hold the request's estimate."""
+        m, window = self.message, self._model.context_window
+        u = m.usage
+        used = u.input + u.cache_read + u.cache_write
+        if used <= window:
+            from .._history.tokens import estimate_context_tokens  # a rare path: only here
+
+            used = estimate_context_tokens(self._context)
+            if used <= window:
+                return
+        m.stop_reason = "error"
+        m.error = StreamError(
+            kind="context_overflow",
+            message=f"{self._model.id} stopped at its length limit with no output: the "
+            f"request (about {used:,} input tokens) does not fit its context window of "
+            f"{window:,} tokens",
+        )
 
     def _record_timing(self) -> None:
         m, started, first = self.message, self._started, self._asm.first_update

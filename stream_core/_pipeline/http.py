@@ -108,6 +108,13 @@ async def error_of(
     retry_after = retry_after_seconds(headers)
     if retry_after is None:
         retry_after = retry_delay_in_body(bytes(buffer[:_ERROR_BODY_LIMIT]))
+    if retry_after is None and response.status_code == 429:
+        # No Retry-After: the reset of the limit the vendor reports used up says it.
+        now = time.time()
+        used_up = [r for r in limits_from_headers(headers, now) or () if r.remaining == 0]
+        waits = [w for w in (r.resets_in(now) for r in used_up) if w is not None]
+        if waits:
+            retry_after = round(max(waits), 3)
     error = error_from_status(
         status, redact(message, secrets), vendor_type=vendor_type, retry_after=retry_after
     )
