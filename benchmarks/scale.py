@@ -45,7 +45,8 @@ third worker ("gate") runs the rounds without streams: the harness's own per-rou
 (the request to `/go`), the same on both sides, shown so it can be taken out.
 
 `--burst`: N calls with default options launched at once, streams of 50 events 100 ms
-apart: failures and the p50/p99 time from the launch to each stream's first event.
+apart: failures, the p50/p99 time from the launch to each stream's first event, and the
+time until every stream has ended.
 
 `--hostile`: N calls launched at once against a server that, per call, answers one of
 `scale_server.py`'s hostile behaviours (resets, stalls, junk, 429, 500, or a good short
@@ -501,12 +502,15 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 print(json.dumps(out, indent=1))
             else:
-                print("| side | ok | p50 first event (s) | p99 first event (s) | CPU (s) |")
-                print("| --- | ---: | ---: | ---: | ---: |")
+                print(
+                    "| side | ok | p50 first event (s) | p99 first event (s) | all done (s) "
+                    "| CPU (s) |"
+                )
+                print("| --- | ---: | ---: | ---: | ---: | ---: |")
                 for side, r in out.items():
                     print(
                         f"| {side} | {r['ok']:,}/{args.calls:,} | {r['first_p50']:.2f} "
-                        f"| {r['first_p99']:.2f} | {r['cpu']:.1f} |"
+                        f"| {r['first_p99']:.2f} | {r['wall']:.1f} | {r['cpu']:.1f} |"
                     )
                 ratio = out["stream-core"]["first_p99"] / out["bare"]["first_p99"]
                 print(f"\np99 first event, stream-core / bare: {ratio:.2f}x")

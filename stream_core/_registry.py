@@ -21,7 +21,6 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
-from ._capabilities import capabilities
 from ._models import Model, bind_capabilities, bind_plugin_loader, get_model
 from ._options import StreamOptions
 from ._pipeline.stream import AssistantStream
@@ -29,6 +28,7 @@ from ._types import AssistantMessage, Context
 from ._wire import WireAPI
 
 if TYPE_CHECKING:
+    from ._capabilities import Capabilities
     from ._routes.route import Route
     from ._routes.stream import RouteStream
 
@@ -199,7 +199,15 @@ def _load_plugins_once() -> bool:
 
 
 bind_plugin_loader(_load_plugins_once)
-bind_capabilities(lambda model: capabilities(model, get_provider))
+
+
+def _capabilities(model: Model) -> Capabilities:
+    from ._capabilities import capabilities  # its pydantic model: built when first asked
+
+    return capabilities(model, get_provider)
+
+
+bind_capabilities(_capabilities)
 
 
 def load_plugins() -> None:
