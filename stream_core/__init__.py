@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         ToolCallStart,
         event_to_json,
     )
+    from ._history.compaction import compact, compaction_cut
     from ._history.jsonl import (
         HistoryFormatError,
         Record,
@@ -152,6 +153,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "ToolCallStart",
         "event_to_json",
     ),
+    "_history.compaction": ("compact", "compaction_cut"),
     "_history.jsonl": (
         "HistoryFormatError",
         "Record",
@@ -299,6 +301,8 @@ __all__ = [
     "budget_spent",
     "check_tool_call",
     "check_tool_calls",
+    "compact",
+    "compaction_cut",
     "complete",
     "complete_sync",
     "configure_connections",

@@ -104,14 +104,21 @@ def vendor_error_text(body: bytes) -> tuple[str | None, str]:
 
 
 def vendor_error_fields(data: Any) -> tuple[str | None, str]:
-    """(type, message) from `{"error": {...}}`, `{"type": "error", "error": {...}}` or a
-    bare error object; an OpenRouter upstream detail (`metadata.raw`) is appended.
+    """(type, message) from `{"error": {...}}`, `{"type": "error", "error": {...}}`, a flat
+    `{"error": "...", "error_type": "..."}` or a bare error object; an OpenRouter upstream
+    detail (`metadata.raw`) is appended.
 
     Vendor JSON of any shape gives strings (never raises): a field of the wrong type is
     shown as its JSON text, or skipped where a name is due."""
     err = data.get("error", data) if type(data) is dict else data
     if type(err) is str:
-        return None, err
+        # A flat body: {"error": "...", "error_type": "..."} (TGI and others) or "type".
+        flat = (
+            (_name(data.get("error_type")) or _name(data.get("type")))
+            if type(data) is dict
+            else None
+        )
+        return (flat if flat != "error" else None), err
     if type(err) is not dict:
         return None, _as_text(err)
     kind = _name(err.get("type")) or _name(err.get("code"))

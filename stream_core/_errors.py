@@ -10,6 +10,7 @@ Failure classes raised inside the pipeline (never out of a stream):
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Mapping
 
 from ._checks import SECRET_HEADERS
@@ -51,6 +52,8 @@ RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 429, 500, 502, 503, 50
 
 # Vendor error `type`/`code` values, as Anthropic and OpenAI-compatible servers send them
 # in an error body or a mid-stream error event.
+_KIND_NAMES = frozenset(typing.get_args(ErrorKind))
+
 VENDOR_ERROR_KINDS: dict[str, ErrorKind] = {
     "overloaded_error": "overloaded",
     "rate_limit_error": "rate_limit",
@@ -192,6 +195,8 @@ def error_from_vendor(
     kind: ErrorKind | None = None
     if vendor_type:
         kind = (extra_kinds or {}).get(vendor_type) or VENDOR_ERROR_KINDS.get(vendor_type)
+        if kind is None and vendor_type in _KIND_NAMES:
+            kind = typing.cast(ErrorKind, vendor_type)  # a kind by its own name: "overloaded"
     if kind is None and status is not None:
         return error_from_status(status, message, vendor_type=vendor_type)
     kind = _kind_with_overflow(kind or "server", message)

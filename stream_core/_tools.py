@@ -297,7 +297,10 @@ def _as_result(call: ToolCall, output: Any) -> ToolResultMessage:
 
 @dataclass(frozen=True)
 class ToolPairAudit:
-    """What is wrong with the call/result pairing of a history (indices into it)."""
+    """What is wrong with the call/result pairing of a history (indices into it), from
+    `audit_tool_pairs`: `unpaired_calls` (calls no result answers), `orphan_results`
+    (results answering no call), `name_mismatches` (a result naming another tool than its
+    call), and `ok` (none of the three)."""
 
     unpaired_calls: list[tuple[int, ToolCall]]
     """(index of the assistant message, the call) for calls no later result answers."""

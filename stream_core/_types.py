@@ -222,6 +222,10 @@ class ToolResultMessage(_Model):
         message._text_form = True
         return message
 
+    def text(self) -> str:
+        """The result's text blocks joined (images left out), as the model reads them."""
+        return "".join(b.text for b in self.content if isinstance(b, TextContent))
+
     @field_serializer("content", mode="wrap")
     def _write_text(self, content: list[Any], handler: SerializerFunctionWrapHandler) -> Any:
         if self._text_form and len(content) == 1:
@@ -417,8 +421,9 @@ _Tagged = Annotated[
 
 
 def total_usage(records: Iterable[object]) -> Usage:
-    """The usage of a whole conversation: every `AssistantMessage` in `records` summed
-    (other messages and the plain-dict records of `load_messages` are skipped).
+    """The usage of a whole conversation: every `AssistantMessage` in `records` summed, with
+    the usage a record carries for the calls it replaced (`CompactionSummary.usage`); other
+    messages and the plain-dict records of `load_messages` are skipped.
 
     Token counts add up. The cost is the sum of the messages' costs, or None as soon as one
     message's cost is None (its price unknown): unknown is not zero, so a total cost is
@@ -427,6 +432,11 @@ def total_usage(records: Iterable[object]) -> Usage:
     for record in records:
         if isinstance(record, AssistantMessage):
             total = total + record.usage
+        elif isinstance(record, CustomMessage):
+            # A record that replaced calls (a compaction summary) carries their usage.
+            carried = getattr(record, "usage", None)
+            if isinstance(carried, Usage):
+                total = total + carried
     return total
 
 
@@ -502,6 +512,13 @@ class Tool(_Model):
         `name=` lets one pydantic class serve as several tools, or give a tool a name that
         is not a valid class name (`get-weather`); `description=""` sends none.
         """
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            shown = type(model).__name__ if not isinstance(model, type) else model.__name__
+            raise TypeError(
+                f"Tool.from_model takes a pydantic model class (class Args(BaseModel): ...), "
+                f"not {shown}; for a JSON Schema dict use Tool(name=..., description=..., "
+                "parameters=schema)"
+            )
         schema = model.model_json_schema()
         schema.pop("title", None)
         doc = description if description is not None else (model.__doc__ or "").strip()

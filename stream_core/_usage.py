@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import model_validator
+
 from ._content import _Model
 
 __all__ = ["Cost", "ErrorKind", "StopReason", "StreamError", "Usage"]
@@ -60,7 +62,17 @@ class Usage(_Model):
     cache_write: int = 0
     reasoning: int = 0
     total_tokens: int = 0
+    """`input + output + cache_read + cache_write`: computed when not given
+    (`Usage(input=10, output=5).total_tokens == 15`)."""
     cost: Cost | None = None
+
+    @model_validator(mode="after")
+    def _fill_total(self) -> Usage:
+        if not self.total_tokens:
+            total = self.input + self.output + self.cache_read + self.cache_write
+            if total:
+                self.__dict__["total_tokens"] = total
+        return self
 
     def __add__(self, other: object) -> Usage:
         if not isinstance(other, Usage):

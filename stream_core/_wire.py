@@ -58,7 +58,17 @@ def parse_json(data: str, event: str) -> Any:
         return from_json(data, allow_inf_nan=False)
     except ValueError:
         snippet = clip(data, 80)
-        raise ProtocolError(f"malformed JSON in {event or 'data'} event: {snippet!r}") from None
+        hint = _OTHER_FORMATS.get(data.strip(), "")
+        raise ProtocolError(
+            f"malformed JSON in {event or 'data'} event: {snippet!r}{hint}"
+        ) from None
+
+
+_OTHER_FORMATS = {
+    "[DONE]": " (the body looks like an OpenAI-style stream, which ends with data: [DONE]: "
+    "is the model's api right for this server?)",
+}
+"""Data lines that are another wire format's signature, and what they suggest."""
 
 
 @dataclass(frozen=True)

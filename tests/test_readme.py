@@ -197,6 +197,9 @@ def test_the_compaction_example_runs_and_sends_the_summary(
     )
     model = faux_model(["A trip to Lyon by train is planned.", "We picked the 9:00 TGV."])
 
+    # The guide's sizes, scaled down to this five-message session: compact past 10 tokens,
+    # keep 14 (the last exchange).
+    compaction = compaction.replace("100_000", "10").replace("20_000", "14")
     exec(compile(compaction, "README.md", "exec"), {"__name__": "readme", "model": model})
 
     saved = load_messages("session.jsonl")

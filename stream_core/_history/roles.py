@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from .._content import _now_ms
-from .._types import CustomMessage, UserMessage, register_message_role
+from .._types import CustomMessage, Usage, UserMessage, register_message_role
 
 __all__ = ["BashExecution", "BranchSummary", "CompactionSummary"]
 
@@ -29,6 +29,9 @@ class CompactionSummary(CustomMessage):
     summary: str
     tokens_before: int | None = None
     """The size of the history it replaced, in tokens (for the harness; not sent)."""
+    usage: Usage | None = None
+    """The summed usage and cost of the calls it replaced (`compact` sets it), so
+    `total_usage` over a compacted history still counts them (not sent)."""
     timestamp: int = Field(default_factory=_now_ms)
 
     def to_messages(self) -> list[UserMessage]:

@@ -22,8 +22,8 @@ from pydantic import PrivateAttr
 from .._decoding.fields import as_object, optional_field
 from .._decoding.sse import NDJSONBytesDecoder
 from .._errors import RETRYABLE_KINDS, RETRYABLE_STATUSES, StreamFailure
-from .._models import Model
-from .._options import StreamOptions
+from .._models import Model, ModelPrices
+from .._options import StreamOptions, copy_controls
 from .._pipeline.assembler import Assembler, StopRule
 from .._pipeline.stream import AssistantStream
 from .._registry import get_provider, register_provider
@@ -37,7 +37,8 @@ from .._types import (
     ToolCall,
     Usage,
 )
-from .._wire import Translator, WireAPI, WireRequest, parse_json
+from .._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
+from ._faux_controls import CONTROLS, shape_turn
 
 API = "faux"
 
@@ -200,7 +201,8 @@ class _Script:
     again); None once a call gets anything else, and at each new call."""
 
     def next_response(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(json.loads(request.content))
+        payload = json.loads(request.content)
+        self.requests.append(payload)
         if self.served >= len(self.turns):
             self.served += 1
             retried = self.retrying
@@ -225,11 +227,13 @@ class _Script:
         self.retrying = turn if turn.retried else None
         if turn.status != 200:
             return self._http_response(turn, {})
-        frames = list(self._split(turn.frames))
+        scripted: Sequence[dict[str, Any]] = turn.frames
         if turn.cut_after is not None or turn.stall_after is not None:
             # `after` counts the turn's own frames, before any chunk_size split.
             limit = turn.cut_after if turn.cut_after is not None else turn.stall_after
-            frames = list(self._split(turn.frames[:limit]))
+            scripted = turn.frames[:limit]
+        # As a vendor would: tool_choice checked, stop and max_tokens applied.
+        frames = list(self._split(shape_turn(scripted, payload, self.served)))
         return _ndjson(self._body(frames, stall=turn.stall_after is not None))
 
     def _http_response(self, turn: FauxTurn, extra: dict[str, str]) -> httpx.Response:
@@ -319,12 +323,15 @@ def faux_model(
     chunk_size: int | None = None,
     delay: float = 0.0,
     id: str | None = None,
+    prices: ModelPrices | None = None,
 ) -> FauxModel:
     """A model (api `faux`) answering successive calls with `turns`, in order.
 
     Text, thinking and tool-call arguments stream in deltas of `chunk_size` characters
     (whole when None), `delay` seconds apart. A call past the end of the script ends with
-    an `invalid_request` error naming the exhaustion.
+    an `invalid_request` error naming the exhaustion. `prices` (USD per million tokens)
+    give its messages a cost, so a session's total stays known when a faux model takes
+    part (a summarizer in a compaction test).
     """
     if chunk_size is not None and chunk_size < 1:
         raise ValueError("chunk_size must be at least 1")
@@ -337,6 +344,7 @@ def faux_model(
         base_url="http://faux.invalid",
         reasoning=True,
         input=["text", "image"],
+        prices=prices or ModelPrices(),
     )
     model._script = _Script([_as_turn(t) for t in turns], chunk_size, delay)
     return model
@@ -366,6 +374,13 @@ def _build(model: Model, context: Context, options: StreamOptions) -> WireReques
     payload = {"model": model.id, **context.model_dump(mode="json", exclude_none=True)}
     if options.max_tokens is not None:
         payload["max_tokens"] = options.max_tokens
+    if options.temperature is not None:
+        payload["temperature"] = options.temperature
+    # Every control is recorded on the call (`FauxModel.requests`), the schema as sent.
+    copy_controls(options, {c: c for c in CONTROLS if c != "output_schema"}, payload)
+    spec = output_spec(WIRE, model, options)
+    if spec is not None:
+        payload["output_schema"] = spec.schema
     return WireRequest(url="http://faux.invalid/v1/faux", payload=payload)
 
 
@@ -421,6 +436,8 @@ WIRE = WireAPI(
     api_key_env=lambda model: None,
     key_required=lambda model: False,
     decoder=NDJSONBytesDecoder,
+    controls=CONTROLS,
+    output_mode=lambda model: "native",  # the scripted text is the structured answer
     rate_limited=False,  # scripted 429s must not pause the process's limiter for real
 )
 
