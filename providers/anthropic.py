@@ -66,7 +66,12 @@ from stream_core.provider import (
     vendor_error_fields,
 )
 
-from ._claude import claude_version, fit_thinking_budget, thinking_top_p_problem
+from ._claude import (
+    claude_schema,
+    claude_version,
+    fit_thinking_budget,
+    thinking_top_p_problem,
+)
 
 API = "anthropic-messages"
 
@@ -243,7 +248,7 @@ def _output_format(
     payload: dict[str, Any], betas: list[str], model: Model, spec: OutputSpec
 ) -> None:
     """The native JSON Schema answer: GA `output_config.format`, or the beta shape."""
-    fmt = {"type": "json_schema", "schema": closed_schema(spec.schema)}
+    fmt = {"type": "json_schema", "schema": claude_schema(closed_schema(spec.schema))}
     if Compat(**model.compat).structured_output_beta:
         payload["output_format"] = fmt
         betas.append(_STRUCTURED_OUTPUT_BETA)

@@ -82,7 +82,12 @@ from stream_core.provider import (
 
 from . import _aws
 from ._bedrock_endpoint import DEFAULT_REGION, endpoint, profile, region
-from ._claude import claude_version, fit_thinking_budget, thinking_top_p_problem
+from ._claude import (
+    claude_schema,
+    claude_version,
+    fit_thinking_budget,
+    thinking_top_p_problem,
+)
 
 API = "bedrock-converse-stream"
 
@@ -278,8 +283,11 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             }
     spec = output_spec(WIRE, model, options)
     if spec is not None and spec.mode != "tool":
+        schema = closed_schema(spec.schema)
+        if _CLAUDE in model.id:
+            schema = claude_schema(schema)  # Claude's subset, the rest in descriptions
         definition: dict[str, Any] = {
-            "schema": json.dumps(closed_schema(spec.schema), ensure_ascii=False),
+            "schema": json.dumps(schema, ensure_ascii=False),
             "name": spec.name,
         }
         if spec.description is not None:

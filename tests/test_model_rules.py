@@ -6,6 +6,7 @@ Bedrock history calls); a model no rule names keeps its API's behaviour; and
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -274,3 +275,90 @@ def test_every_catalog_model_is_priced_as_its_cost_is_computed() -> None:
     mistral = get_model("mistral", "mistral-large-latest")
     cost = compute_cost(mistral, Usage(input=1_000_000, output=1_000_000))
     assert cost is not None and cost.input == mistral.prices.input
+
+
+# --- Claude's structured-output schema subset ------------------------------------------------
+
+_CLAUDE_KEYS = {
+    "type", "enum", "const", "anyOf", "allOf", "description", "title", "$defs",
+    "definitions", "$ref", "properties", "required", "additionalProperties", "items",
+    "format", "minItems",
+}  # fmt: skip
+
+
+def _keys(schema: Any, path: str = "") -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if isinstance(schema, list):
+        for i, s in enumerate(schema):
+            found += _keys(s, f"{path}[{i}]")
+    elif isinstance(schema, dict):
+        for k, v in schema.items():
+            if path.endswith(("properties", "$defs")):
+                found += _keys(v, f"{path}.{k}")  # names, not keywords
+                continue
+            found.append((path, k))
+            found += _keys(v, f"{path}.{k}")
+    return found
+
+
+def test_claude_gets_its_schema_subset_with_the_rest_described() -> None:
+    from datetime import date
+    from decimal import Decimal
+    from enum import Enum
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class Colour(Enum):
+        RED = "red"
+        BLUE = "blue"
+
+    class Item(BaseModel):
+        """An item."""
+
+        name: str = Field(min_length=1, max_length=20, pattern=r"^[a-z]+$")
+        qty: int = Field(ge=1, le=20, default=1, multiple_of=1)
+        price: Decimal = Field(gt=0, decimal_places=2)
+        ratio: float = Field(lt=1.0, examples=[0.5])
+        tags: list[str] = Field(default_factory=list, max_length=5)
+        when: date
+        colour: Colour = Colour.RED
+        kind: Literal["a", "b"] = "a"
+        fixed: Literal["x"] = "x"
+
+    class Order(BaseModel):
+        items: list[Item] = Field(min_length=2)
+        note: str | None = None
+        extra: dict[str, int] = {}
+
+    sent = payload("anthropic", "claude-sonnet-4-5", output_schema=Order)
+    schema = sent["output_config"]["format"]["schema"]
+    odd = [(p, k) for p, k in _keys(schema) if k not in _CLAUDE_KEYS]
+    assert odd == []
+    qty = schema["$defs"]["Item"]["properties"]["qty"]
+    assert "minimum" not in qty and "maximum: 20" in qty["description"]
+    items = schema["properties"]["items"]
+    assert "minItems" not in items and "minItems: 2" in items["description"]
+    assert schema["$defs"]["Item"]["properties"]["when"]["format"] == "date"
+    # Another vendor gets the schema as given.
+    openai = payload("openai", "gpt-4.1-mini", output_schema=Order)
+    assert "minimum" in json.dumps(openai["response_format"])
+
+
+@pytest.mark.parametrize(
+    ("provider", "model_id"),
+    [
+        ("openai", "gpt-4.1-mini"),
+        ("google", "gemini-2.5-flash"),
+        ("mistral", "mistral-medium-latest"),
+        ("anthropic", "claude-sonnet-4-5"),
+    ],
+)
+def test_an_image_type_the_vendor_does_not_take_is_a_note_everywhere(
+    provider: str, model_id: str
+) -> None:
+    ctx = Context(
+        messages=[UserMessage(content=[ImageContent(data="AA==", mime_type="image/bmp")])]
+    )
+    sent = json.dumps(payload(provider, model_id, ctx))
+    assert "image omitted" in sent and "image/bmp" in sent and "AA==" not in sent

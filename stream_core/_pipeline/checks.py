@@ -19,7 +19,7 @@ from .._checks import base_url_problem, clip, image_problem, tool_name_problem
 from .._history import roles  # noqa: F401 - registers the ready-made roles before any record is read
 from .._models import Model, model_headers_problem
 from .._options import CONTROLS, StreamOptions
-from .._rules import check_rules
+from .._rules import check_rules, image_note
 from .._types import (
     KEEP_UNKNOWN_BLOCKS,
     MODEL_MESSAGE_ADAPTER,
@@ -29,6 +29,7 @@ from .._types import (
     ImageContent,
     Message,
     ModelMessage,
+    TextContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -117,6 +118,10 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
                     bad = image_problem(part.data, part.mime_type)
                     if bad is not None:
                         raise ValueError(f"context.messages[{i}].content[{j}].{bad[0]}: {bad[1]}")
+                    note = image_note(model, part.mime_type)
+                    if note is not None:
+                        # A type the vendor does not take: a note instead (this is the copy).
+                        m.content[j] = TextContent(text=note)
     return checked
 
 
