@@ -14,6 +14,7 @@ from stream_core import Model, StreamError, StreamOptions
 from stream_core.provider import StreamFailure, setting_in_url
 
 __all__ = [
+    "ANTHROPIC_VERTEX",
     "VERTEX",
     "VERTEX_BASE_URL",
     "VERTEX_KEY_ENV",
@@ -24,6 +25,10 @@ __all__ = [
 ]
 
 VERTEX = "google-vertex"
+ANTHROPIC_VERTEX = "anthropic-vertex"
+"""Claude on Vertex AI: the Messages API at `.../publishers/anthropic/models/{id}:
+streamRawPredict`."""
+_VERTEX_PROVIDERS = frozenset({VERTEX, ANTHROPIC_VERTEX})
 VERTEX_BASE_URL = "https://{host}/v1/projects/{project}/locations/{location}/publishers/google"
 VERTEX_KEY_ENV = "GOOGLE_CLOUD_API_KEY"
 VERTEX_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -34,7 +39,7 @@ def vertex_base_url(model: Model, options: StreamOptions) -> str:
     filled from the project and location (a base URL without them is used as it is); each
     must be a plain name, and with no project (and no express-mode key) the call raises at
     `stream()` naming the settings: a template is never sent as it is."""
-    if model.provider != VERTEX or "{" not in model.base_url:
+    if model.provider not in _VERTEX_PROVIDERS or "{" not in model.base_url:
         return model.base_url
     env = os.environ
     project = _vertex_setting(
@@ -53,12 +58,16 @@ def vertex_base_url(model: Model, options: StreamOptions) -> str:
     if location != "global":
         host = f"{location}-{host}"
     if not project:
-        if vertex_key(options):
+        if model.provider == VERTEX and vertex_key(options):
             return f"https://{host}/v1/publishers/google"  # express mode: the key names it
+        express = (
+            f" (or give an express-mode API key in {VERTEX_KEY_ENV})"
+            if model.provider == VERTEX
+            else ""
+        )
         raise ValueError(
             "model.base_url: Vertex AI needs a project to fill its template: set "
-            'GOOGLE_CLOUD_PROJECT or Model.compat["project"] (or give an express-mode '
-            f"API key in {VERTEX_KEY_ENV})"
+            f'GOOGLE_CLOUD_PROJECT or Model.compat["project"]{express}'
         )
     return model.base_url.format(host=host, project=project, location=location)
 
@@ -93,7 +102,7 @@ async def vertex_token(model: Model) -> str | None:
     google-auth's refresh is blocking I/O (a metadata server or token endpoint): it runs in
     a worker thread so the event loop keeps going.
     """
-    if model.provider != VERTEX:
+    if model.provider not in _VERTEX_PROVIDERS:
         return None
     # Only look for google-auth here: importing it (requests, urllib3) is itself tens of
     # milliseconds of CPU, so it happens in the worker thread with the refresh.

@@ -72,6 +72,7 @@ from ._claude import (
     fit_thinking_budget,
     thinking_top_p_problem,
 )
+from ._vertex import ANTHROPIC_VERTEX, vertex_base_url, vertex_token
 
 API = "anthropic-messages"
 
@@ -95,6 +96,9 @@ _USAGE_FIELDS: dict[str, str] = {
 
 _BASE_URL = "https://api.anthropic.com"
 _VERSION = "2023-06-01"
+_VERTEX_VERSION = "vertex-2023-10-16"
+"""The `anthropic_version` Vertex AI takes in the body (https://docs.anthropic.com/en/api/
+claude-on-vertex-ai)."""
 _BETAS = ("fine-grained-tool-streaming-2025-05-14",)
 _THINKING_BETA = "interleaved-thinking-2025-05-14"
 _STRUCTURED_OUTPUT_BETA = "structured-outputs-2025-11-13"
@@ -125,6 +129,10 @@ class Compat:
     """Ask for structured output in the beta shape (`output_format` and the
     `structured-outputs-2025-11-13` beta header), for endpoints without the GA
     `output_config.format` yet."""
+    project: str | None = None
+    """Claude on Vertex AI (`anthropic-vertex`): the project (else `GOOGLE_CLOUD_PROJECT`)."""
+    location: str | None = None
+    """Claude on Vertex AI: the location (else `GOOGLE_CLOUD_LOCATION`, else `global`)."""
 
 
 def _native_output(model: Model) -> bool:
@@ -202,6 +210,14 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if effort is not None:
         payload.setdefault("output_config", {})["effort"] = effort
     headers = {"anthropic-version": _VERSION, "anthropic-beta": ",".join(betas)}
+    if model.provider == ANTHROPIC_VERTEX:
+        # Vertex AI names the model in the URL and the API version in the body.
+        del payload["model"], headers["anthropic-version"]
+        payload["anthropic_version"] = _VERTEX_VERSION
+        base = vertex_base_url(model, options).rstrip("/")
+        return WireRequest(
+            url=f"{base}/models/{model.id}:streamRawPredict", payload=payload, headers=headers
+        )
     return WireRequest(
         url=model.base_url.rstrip("/") + "/v1/messages", payload=payload, headers=headers
     )
@@ -546,7 +562,10 @@ WIRE = WireAPI(
     build_request=_build_request,
     auth_headers=lambda model, key: {"x-api-key": key},
     translator=_translator,
-    api_key_env=lambda model: "ANTHROPIC_API_KEY",
+    # Claude on Vertex AI takes no key: an OAuth token from Application Default Credentials.
+    api_key_env=lambda model: None if model.provider == ANTHROPIC_VERTEX else "ANTHROPIC_API_KEY",
+    key_required=lambda model: model.provider != ANTHROPIC_VERTEX,
+    bearer_token=vertex_token,
     base_url_env={_BASE_URL: "ANTHROPIC_BASE_URL"},
     providers={"anthropic": _BASE_URL},
     parse_response=_parse_response,

@@ -133,7 +133,47 @@ def _catalog() -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], dict[st
     data = from_json(package_data("catalog.json"))
     providers: dict[str, dict[str, Any]] = data["providers"]
     entries = {(m["provider"], m["id"]): m for m in data["models"]}
+    _derive_claude_on_vertex(providers, entries)
     return providers, entries
+
+
+_CLAUDE_VERTEX_BASE_URL = (
+    "https://{host}/v1/projects/{project}/locations/{location}/publishers/anthropic"
+)
+_DATED = re.compile(r"^(.*)-(\d{8})$")
+
+
+def _derive_claude_on_vertex(
+    providers: dict[str, dict[str, Any]], entries: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """Claude on Vertex AI (`anthropic-vertex`): Anthropic's models, limits and list prices
+    (Google bills Claude at Anthropic's), under Vertex's ids: a dated snapshot as
+    `claude-sonnet-4-5@20250929`, an undated model by its id; the undated alias of a dated
+    snapshot is left out (Vertex has none)."""
+    if "anthropic" not in providers or "anthropic-vertex" in providers:
+        return
+    providers["anthropic-vertex"] = {
+        "apis": ["anthropic-messages"],
+        "base_url": _CLAUDE_VERTEX_BASE_URL,
+        "env": ["GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_APPLICATION_CREDENTIALS"],
+        "name": "Claude on Vertex AI",
+        "source": "anthropic (Vertex AI ids)",
+    }
+    claude = [e for (p, _), e in entries.items() if p == "anthropic"]
+    dated_bases = {m.group(1) for e in claude if (m := _DATED.match(e["id"]))}
+    for entry in claude:
+        match = _DATED.match(entry["id"])
+        if match is not None:
+            model_id = f"{match.group(1)}@{match.group(2)}"
+        elif entry["id"] in dated_bases or entry["id"].endswith(("-0", "-latest")):
+            continue
+        else:
+            model_id = entry["id"]
+        entries[("anthropic-vertex", model_id)] = {
+            **entry,
+            "provider": "anthropic-vertex",
+            "id": model_id,
+        }
 
 
 def catalog_source() -> dict[str, str]:

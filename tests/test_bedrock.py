@@ -336,7 +336,10 @@ def test_payload_converts_a_mixed_history() -> None:
     assert messages[0]["content"] == [
         {"text": "What word is this?"},
         {"image": {"format": "png", "source": {"bytes": IMAGE}}},
-        {"text": "(image omitted: Bedrock takes no image/tiff)"},
+        {
+            "text": "(image omitted: us.anthropic.claude-sonnet-4-5-20250929-v1:0 takes gif, "
+            "jpeg, png, webp images, not image/tiff)"
+        },
     ]
     # Another model's reasoning becomes text; its tool-call id is made acceptable.
     other = messages[1]["content"]

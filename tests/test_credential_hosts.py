@@ -186,10 +186,13 @@ async def test_no_catalog_model_sends_a_key_to_a_placeholder(
     for host in hosts:
         assert "resource" not in host.split(".")[0].lower() or not host.endswith("azure.com")
         assert "{" not in host and "%7b" not in host.lower()
-    # Every Azure model (87) raised: none was sent anywhere. Vertex AI with a key and no
-    # project is express mode, whose host the key names.
+    # Every Azure model (87) raised: none was sent anywhere; so did Claude on Vertex AI (one
+    # endpoint), which has no express mode. Gemini on Vertex AI with a key and no project is
+    # express mode, whose host the key names.
     azure = sum(1 for m in models if m.provider == "azure-openai")
-    assert raised == azure == 87
+    claude_vertex = sum(1 for m in models if m.provider == "anthropic-vertex")
+    assert azure == 87 and claude_vertex == 1
+    assert raised == azure + claude_vertex
     assert "aiplatform.googleapis.com" in hosts
     assert not any(h.endswith(".openai.azure.com") for h in hosts)
 

@@ -28,6 +28,13 @@ from stream_core import (
 from stream_core._capabilities import PROBES
 from stream_core.provider import CONTROLS
 
+
+@pytest.fixture(autouse=True)
+def _vertex_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vertex AI's models need a project to build their URL (no request is sent)."""
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "proj")
+
+
 TOOL = Tool(name="look", description="Look.", parameters={"type": "object", "properties": {}})
 CTX = Context(system_prompt="Be brief.", messages=[UserMessage(content="Hi.")], tools=[TOOL])
 
