@@ -31,8 +31,10 @@ from stream_core.provider import CONTROLS
 
 @pytest.fixture(autouse=True)
 def _vertex_project(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Vertex AI's models need a project to build their URL (no request is sent)."""
+    """Vertex AI's and Azure's models need a project or resource to build their URL (no
+    request is sent)."""
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "proj")
+    monkeypatch.setenv("AZURE_OPENAI_RESOURCE_NAME", "res")
 
 
 TOOL = Tool(name="look", description="Look.", parameters={"type": "object", "properties": {}})
@@ -369,3 +371,51 @@ def test_an_image_type_the_vendor_does_not_take_is_a_note_everywhere(
     )
     sent = json.dumps(payload(provider, model_id, ctx))
     assert "image omitted" in sent and "image/bmp" in sent and "AA==" not in sent
+
+
+# --- every model each rule names ---------------------------------------------------------
+
+NAMED = [
+    (rule.name, m.provider, m.id) for m in list_models() for rule in stream_core._rules.rules_for(m)
+]
+
+
+def test_every_rule_names_catalog_models() -> None:
+    assert {name for name, _, _ in NAMED} == {r.name for r in stream_core._rules.RULES}
+
+
+@pytest.mark.parametrize(("rule_name", "provider", "model_id"), NAMED)
+def test_each_rule_holds_on_every_model_it_names(
+    rule_name: str, provider: str, model_id: str
+) -> None:
+    rule = next(r for r in stream_core._rules.RULES if r.name == rule_name)
+    model = get_model(provider, model_id)
+    for control in rule.refuses:
+        assert _raises(model, **{control: PROBES[control][0]}), (model_id, control)
+    if rule.refuses_together:
+        both = {c: PROBES[c][-1] for c in rule.refuses_together}
+        assert _raises(model, **both), (model_id, both)
+    if rule.only_temperature is not None:
+        assert _raises(model, temperature=0.5) and not _raises(model, temperature=1.0)
+    if rule.efforts is not None and model.reasoning:
+        for effort in ("minimal", "low", "medium", "high"):
+            assert bool(_raises(model, reasoning=effort)) == (effort not in rule.efforts)
+    if model.reasoning and rule.thinking in ("adaptive", "level"):
+        sent = payload(provider, model_id, reasoning="low")
+        text = json.dumps(sent)
+        assert '"adaptive"' in text if rule.thinking == "adaptive" else '"thinkingLevel"' in text
+
+
+@pytest.mark.parametrize(
+    ("provider", "model_id"),
+    [
+        ("anthropic", "claude-sonnet-4-20250514"),
+        ("openai", "gpt-4.1"),
+        ("google", "gemini-2.5-pro"),
+    ],
+)
+def test_a_model_no_rule_names_keeps_its_api_behaviour(provider: str, model_id: str) -> None:
+    model = get_model(provider, model_id)
+    assert stream_core._rules.rules_for(model) == ()
+    assert not _raises(model, temperature=0.5)
+    assert not _raises(model, temperature=0.5, top_p=0.9)
