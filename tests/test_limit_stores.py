@@ -208,8 +208,16 @@ def test_four_processes_share_one_budget(redis_url: str) -> None:
 def test_a_redis_killed_and_restarted_mid_run_fails_no_call() -> None:
     server = RedisServer().start()
     v = LimitedVendor(requests=40, window=0.5, delay=0.01).start()
+
+    def calls_go_on(more: int) -> None:
+        """Wait (a guard, not a timing) until the workers have sent `more` requests."""
+        target = len(v.arrivals) + more
+        deadline = time.monotonic() + 30
+        while len(v.arrivals) < target:
+            assert time.monotonic() < deadline, "the workers stopped calling"
+            time.sleep(0.05)
+
     try:
-        start_at = time.time() + 1.0
         procs = [
             subprocess.Popen(
                 [
@@ -220,13 +228,11 @@ def test_a_redis_killed_and_restarted_mid_run_fails_no_call() -> None:
                     "--store",
                     server.url,
                     "--seconds",
-                    "4",
+                    "20",
                     "--calls",
                     "100000",
                     "--concurrency",
                     "4",
-                    "--start-at",
-                    repr(start_at),
                 ],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -235,10 +241,12 @@ def test_a_redis_killed_and_restarted_mid_run_fails_no_call() -> None:
             )  # fmt: skip
             for _ in range(2)
         ]
-        time.sleep(max(0.0, start_at - time.time()) + 1.0)
+        calls_go_on(20)  # both running, through Redis
         server.stop()
-        time.sleep(1.0)
+        calls_go_on(20)  # while Redis is down: each process limits alone
         server.start()
+        time.sleep(1.5)  # a failed store is tried again a second later
+        calls_go_on(20)  # and rejoined
         outputs = [p.communicate(timeout=60) for p in procs]
         for p, (_, err) in zip(procs, outputs, strict=True):
             assert p.returncode == 0, err[-3000:]

@@ -10,6 +10,7 @@ and recording and serving vendor bodies.
                      [--host H] [--port P] [--chunk-size N] [--delay SECONDS]
     stream-core record PROVIDER/MODEL "prompt" -o NAME [--base-url URL] [--api API]
                        [--system S] [--max-tokens N] [--reasoning E]
+    stream-core synthesize SCRIPT --api API --out DIR [--model MODEL]
     stream-core --version
 
 This module is the argument parser and `main` only; each command is its own module, and
@@ -35,6 +36,7 @@ from .models import run as _models
 from .record import run as _record
 from .replay import run as _replay
 from .serve import run as _serve
+from .synthesize import run as _synthesize
 
 __all__ = ["main"]
 
@@ -45,6 +47,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "models": _models,
     "serve": _serve,
     "record": _record,
+    "synthesize": _synthesize,
 }
 
 
@@ -180,6 +183,20 @@ def _parser() -> argparse.ArgumentParser:
         "openai-responses for an OpenAI model the catalog maps to Chat Completions",
     )
 
+    syn = sub.add_parser(
+        "synthesize",
+        help="write a script of turns as vendor recordings (DIR/1.body, 1.json, ...)",
+        description="Write each turn of SCRIPT (JSON list or JSONL: a string is a text "
+        "answer, an object an AssistantMessage) in the exact wire format of API, as "
+        "recordings `serve --scenario` and `replay_sequence` play.",
+    )
+    syn.add_argument("script", metavar="SCRIPT", help="the turns, as JSON or JSONL")
+    syn.add_argument("--api", required=True, metavar="API", help="e.g. anthropic-messages")
+    syn.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+    syn.add_argument(
+        "--model", default="synthetic-model", metavar="MODEL", help="the model the bytes name"
+    )
+
     models = sub.add_parser(
         "models",
         help="list the catalog's models: window, prices, reasoning, images",
@@ -229,4 +246,6 @@ def main(argv: list[str] | None = None) -> int:
         _silence(out)
         return 1
     parser.print_usage(err)
-    return usage_error(err, "choose a command: demo, replay, chat, models, serve or record")
+    return usage_error(
+        err, "choose a command: demo, replay, chat, models, serve, record or synthesize"
+    )

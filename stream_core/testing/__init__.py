@@ -3,6 +3,8 @@
 - `faux_model(turns)`: a scripted model (api `faux`) answering through the real pipeline.
 - `replay_client(recording)` / `replay_sequence(recordings)`: an `httpx.AsyncClient`
   serving recorded vendor bodies, for `StreamOptions(client=...)`.
+- `vendor_bytes(turn, api)`: a scripted turn as the bytes `api` would stream, with the
+  `.json` of a recording (`stream-core synthesize` writes them to a folder).
 - `fake_vendor(root, scenarios=...)` / `stream-core serve DIR --scenario MODEL=PATH`: a fake
   vendor on loopback answering from recordings, by model name or in turn per model, with
   every request kept (`server.requests`); `stream-core record ...`: new recordings from
@@ -28,6 +30,7 @@ from ._faux import (
 )
 from ._replay import ReplayClient, load_recording, replay_client, replay_sequence
 from ._serve import ANY_MODEL, FakeVendor, ServedRequest, fake_vendor, load_scenario
+from ._synthesize import Synthesized, vendor_bytes
 
 __all__ = [
     "ANY_MODEL",
@@ -36,6 +39,7 @@ __all__ = [
     "FauxTurn",
     "ReplayClient",
     "ServedRequest",
+    "Synthesized",
     "fake_vendor",
     "faux_cut",
     "faux_error",
@@ -48,4 +52,5 @@ __all__ = [
     "load_scenario",
     "replay_client",
     "replay_sequence",
+    "vendor_bytes",
 ]

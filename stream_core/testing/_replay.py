@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import httpx
 
-Recording = str | Path | bytes
+Recording = str | Path | bytes | Any
+"""A `.body` path (its `.json` beside it), bytes, or a `Synthesized` from `vendor_bytes`."""
 
 
 def _media_type(body: bytes) -> str:
@@ -23,9 +24,13 @@ def _media_type(body: bytes) -> str:
 
 
 def load_recording(recording: Recording) -> tuple[bytes, dict[str, Any]]:
-    """(body, metadata): a `.body` file with its `.json` beside it, or bytes alone."""
+    """(body, metadata): a `.body` file with its `.json` beside it, bytes alone, or what
+    `vendor_bytes` made (its body and metadata, the status included)."""
     if isinstance(recording, bytes):
         return recording, {}
+    made = getattr(recording, "meta", None)
+    if isinstance(made, dict) and isinstance(getattr(recording, "body", None), bytes):
+        return recording.body, made  # type: ignore[union-attr]
     path = Path(recording)
     if path.suffix != ".body" and path.with_suffix(".body").is_file():
         path = path.with_suffix(".body")

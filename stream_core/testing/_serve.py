@@ -26,17 +26,22 @@ from typing import Any, TextIO
 from urllib.parse import unquote
 
 from .._checks import SECRET_HEADERS, clip
+from .._types import AssistantMessage
+from ._faux import FauxTurn
 from ._replay import chunked, load_recording
+from ._synthesize import vendor_bytes
 
 _OURS = "(the fake vendor's own error)"
 
 ANY_MODEL = "*"
 """The scenario key answering every model that no other scenario or recording names."""
 
-ScenarioSource = str | Path | Sequence[str | Path | bytes]
+ScenarioSource = str | Path | Sequence[str | Path | bytes | FauxTurn | AssistantMessage]
 """A scenario: a folder of `.body` files (in file-name order, numbers compared as
 numbers), a text file listing recordings (one path a line, relative to the file; blank
-lines and `#` comments skipped), one `.body` file, or a list of recordings."""
+lines and `#` comments skipped), one `.body` file, or a list of recordings and scripted
+turns (a `FauxTurn` such as `faux_text("Hi")`, or an `AssistantMessage`: written in the
+wire format of the API the request came through, `vendor_bytes`)."""
 
 # Path ending -> (the APIs it may be, in preference order; the vendor's 404 body shape).
 # An API not listed here is still served: the model name alone then picks the recording.
@@ -92,13 +97,13 @@ def _natural(path: Path) -> list[Any]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
 
 
-def load_scenario(source: ScenarioSource) -> list[Path | bytes]:
+def load_scenario(source: ScenarioSource) -> list[Path | bytes | FauxTurn | AssistantMessage]:
     """The recordings of a scenario, in the order they answer."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         if path.is_dir():
             bodies = sorted(path.glob("*.body"), key=_natural)
-            found: list[Path | bytes] = list(bodies)
+            found: list[Path | bytes | FauxTurn | AssistantMessage] = list(bodies)
             if not found:
                 raise ValueError(f"scenario {path}: no .body recordings in the folder")
             return found
@@ -106,7 +111,7 @@ def load_scenario(source: ScenarioSource) -> list[Path | bytes]:
             raise ValueError(f"scenario {path}: no such folder or file")
         if path.suffix == ".body":
             return [path]
-        listed: list[Path | bytes] = []
+        listed: list[Path | bytes | FauxTurn | AssistantMessage] = []
         for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
             entry = line.strip()
             if not entry or entry.startswith("#"):
@@ -121,12 +126,15 @@ def load_scenario(source: ScenarioSource) -> list[Path | bytes]:
     items = list(source)
     if not items:
         raise ValueError("a scenario needs at least one recording")
-    return [item if isinstance(item, bytes) else Path(item) for item in items]
+    return [
+        item if isinstance(item, (bytes, FauxTurn, AssistantMessage)) else Path(item)
+        for item in items
+    ]
 
 
 @dataclass
 class _Scenario:
-    recordings: list[Path | bytes]
+    recordings: list[Path | bytes | FauxTurn | AssistantMessage]
     served: int = 0
 
 
@@ -303,6 +311,16 @@ class FakeVendor(ThreadingHTTPServer):
                 data = json.dumps(_exhausted(shape, text)).encode()
                 return 400, "scenario exhausted", data, {_OURS: True}, shape
             item = scenario.recordings[n]
+            if isinstance(item, (FauxTurn, AssistantMessage)):
+                api = next((a for s, apis, _ in _ROUTES if path.endswith(s) for a in apis), None)
+                if api is None:
+                    text = f"a scripted turn for model {model!r}: no API serves {path}"
+                    data = json.dumps(_not_found(shape, text)).encode()
+                    return 404, "not found", data, {_OURS: True}, shape
+                synth = vendor_bytes(item, api, model=model)
+                body, meta = synth.body, synth.meta
+                label = f"{model}[{n + 1}] scripted"
+                return int(meta.get("status") or 200), label, body, meta, shape
             body, meta = load_recording(item)
             label = f"{model}[{n + 1}]" + (f" {item.name}" if isinstance(item, Path) else "")
             return int(meta.get("status") or 200), label, body, meta, shape

@@ -100,7 +100,9 @@ def _fake_vendor_fixture(request: pytest.FixtureRequest) -> Iterator[Callable[..
             if isinstance(source, (str, Path)):
                 resolved[model] = _beside(here, source)
             else:
-                resolved[model] = [r if isinstance(r, bytes) else _beside(here, r) for r in source]
+                resolved[model] = [
+                    _beside(here, r) if isinstance(r, (str, Path)) else r for r in source
+                ]
         where = _beside(here, root) if root is not None else None
         server = fake_vendor(where, scenarios=resolved, **kwargs)
         started.append(server)

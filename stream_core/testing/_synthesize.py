@@ -1,0 +1,599 @@
+"""Any scripted turn as real vendor bytes: `vendor_bytes(turn, api)`.
+
+A faux-style turn (a `FauxTurn`, an `AssistantMessage` or a string: text, thinking, tool
+calls with arguments, usage, a stop reason, an error before or after content, an HTTP
+error) written in the exact wire format of each built-in API, with the `.json` a recording
+carries (its api, status, headers and the `expect` the contract kit compares), so
+`replay_client`, `replay_sequence`, `fake_vendor` and `stream-core serve` play it like a
+recording. Each API's bytes replay through its provider to the scripted message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._types import AssistantMessage
+from ..contract_tests.kit import event_stream_frame
+from ._faux import FauxTurn, _as_turn
+
+__all__ = ["APIS", "Synthesized", "vendor_bytes"]
+
+_MODEL = "synthetic-model"
+
+
+@dataclass
+class _Block:
+    kind: str  # text | thinking | tool
+    text: str = ""
+    signature: str | None = None
+    id: str = ""
+    name: str = ""
+
+
+@dataclass
+class _Turn:
+    blocks: list[_Block] = field(default_factory=list)
+    stop: str = "stop"
+    usage: dict[str, int] = field(default_factory=dict)
+    error: tuple[str, str] | None = None
+
+
+def _read(turn: FauxTurn) -> _Turn:
+    """A faux turn's frames as blocks, stop reason, usage and error."""
+    out = _Turn()
+    by_index: dict[Any, _Block] = {}
+    for frame in turn.frames:
+        if "error" in frame:
+            out.error = (frame["error"].get("kind", "server"), frame["error"].get("message", ""))
+        elif "done" in frame:
+            out.stop = frame["done"].get("stop") or "stop"
+            out.usage = {k: int(v) for k, v in (frame["done"].get("usage") or {}).items()}
+        elif "text" in frame or "thinking" in frame or "args" in frame:
+            index = frame.get("b")
+            block = by_index.get(index)
+            if block is None:
+                if "tool" in frame:
+                    tool = frame["tool"]
+                    block = _Block("tool", id=str(tool.get("id")), name=str(tool.get("name")))
+                else:
+                    block = _Block("text" if "text" in frame else "thinking")
+                by_index[index] = block
+                out.blocks.append(block)
+            block.text += frame.get("text") or frame.get("thinking") or frame.get("args") or ""
+            if frame.get("signature"):
+                block.signature = frame["signature"]
+    return out
+
+
+def _arguments(b: _Block, api: str) -> Any:
+    """A call's arguments as the object an API that sends them whole needs."""
+    try:
+        return json.loads(b.text or "{}")
+    except ValueError:
+        raise ValueError(
+            f"vendor_bytes: {api} sends a tool call's arguments whole, so the cut call "
+            f"{b.name!r} (arguments {b.text[:40]!r}...) cannot be written in it"
+        ) from None
+
+
+def _u(t: _Turn, name: str) -> int:
+    return int(t.usage.get(name, 0))
+
+
+def _sse(events: list[tuple[str | None, Any]]) -> bytes:
+    out = b""
+    for event, data in events:
+        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+        out += (f"event: {event}\n" if event else "").encode() + f"data: {text}\n\n".encode()
+    return out
+
+
+def _ndjson(lines: list[dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps(line, ensure_ascii=False).encode() + b"\n" for line in lines)
+
+
+# --- Anthropic Messages --------------------------------------------------------------------
+
+_ANTHROPIC_STOPS = {"stop": "end_turn", "length": "max_tokens", "tool_use": "tool_use"}
+_ANTHROPIC_ERRORS = {
+    "overloaded": "overloaded_error",
+    "rate_limit": "rate_limit_error",
+    "invalid_request": "invalid_request_error",
+    "auth": "authentication_error",
+    "not_found": "not_found_error",
+}
+
+
+def _anthropic(t: _Turn) -> bytes:
+    usage = {
+        "input_tokens": _u(t, "input"),
+        "cache_creation_input_tokens": _u(t, "cache_write"),
+        "cache_read_input_tokens": _u(t, "cache_read"),
+        "output_tokens": 0,
+    }
+    events: list[tuple[str | None, Any]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_synthetic",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": _MODEL,
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": usage,
+                },
+            },  # fmt: skip
+        )
+    ]
+    for i, b in enumerate(t.blocks):
+        if b.kind == "text":
+            start: dict[str, Any] = {"type": "text", "text": ""}
+            delta: dict[str, Any] = {"type": "text_delta", "text": b.text}
+        elif b.kind == "thinking":
+            start = {"type": "thinking", "thinking": ""}
+            delta = {"type": "thinking_delta", "thinking": b.text}
+        else:
+            start = {"type": "tool_use", "id": b.id, "name": b.name, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": b.text}
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": start},
+            )
+        )
+        events.append(
+            ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta})
+        )
+        if b.kind == "thinking" and b.signature:
+            sig = {"type": "signature_delta", "signature": b.signature}
+            events.append(
+                ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": sig})
+            )
+        if t.error is None:
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    if t.error is not None:
+        kind, message = t.error
+        error = {"type": _ANTHROPIC_ERRORS.get(kind, "api_error"), "message": message}
+        events.append(("error", {"type": "error", "error": error}))
+        return _sse(events)
+    stop = _ANTHROPIC_STOPS.get(t.stop, t.stop)
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": _u(t, "output")},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return _sse(events)
+
+
+# --- OpenAI Chat Completions and Mistral -----------------------------------------------------
+
+_CHAT_STOPS = {"stop": "stop", "length": "length", "tool_use": "tool_calls"}
+
+
+def _chat(t: _Turn, *, mistral: bool = False) -> bytes:
+    base = {
+        "id": "chatcmpl-synthetic",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": _MODEL,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
+    calls = 0
+    for b in t.blocks:
+        if b.kind == "text":
+            events.append((None, chunk({"content": b.text})))
+        elif b.kind == "thinking":
+            events.append((None, chunk({"reasoning_content": b.text})))
+        else:
+            head = {
+                "index": calls,
+                "id": b.id,
+                "type": "function",
+                "function": {"name": b.name, "arguments": ""},
+            }
+            events.append((None, chunk({"tool_calls": [head]})))
+            events.append(
+                (None, chunk({"tool_calls": [{"index": calls, "function": {"arguments": b.text}}]}))
+            )
+            calls += 1
+    if t.error is not None:
+        kind, message = t.error
+        events.append((None, {"error": {"message": message, "type": kind, "code": None}}))
+        return _sse(events)
+    events.append((None, chunk({}, _CHAT_STOPS.get(t.stop, t.stop))))
+    prompt = _u(t, "input") + _u(t, "cache_read") + _u(t, "cache_write")
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": _u(t, "output"),
+        "total_tokens": prompt + _u(t, "output"),
+    }
+    if not mistral:
+        usage["prompt_tokens_details"] = {"cached_tokens": _u(t, "cache_read")}
+        usage["completion_tokens_details"] = {"reasoning_tokens": _u(t, "reasoning")}
+    events.append((None, {**base, "choices": [], "usage": usage}))
+    events.append((None, "[DONE]"))
+    return _sse(events)
+
+
+# --- OpenAI Responses ------------------------------------------------------------------------
+
+
+def _responses(t: _Turn) -> bytes:
+    events: list[tuple[str | None, Any]] = []
+    n = 0
+
+    def add(kind: str, **data: Any) -> None:
+        nonlocal n
+        events.append((kind, {"type": kind, "sequence_number": n, **data}))
+        n += 1
+
+    response = {"id": "resp_synthetic", "object": "response", "model": _MODEL, "output": []}
+    add("response.created", response={**response, "status": "in_progress"})
+    items = []
+    for k, b in enumerate(t.blocks):
+        if b.kind == "text":
+            item_id = f"msg_{k}"
+            item: dict[str, Any] = {
+                "type": "message",
+                "id": item_id,
+                "role": "assistant",
+                "status": "in_progress",
+                "content": [],
+            }
+            add("response.output_item.added", output_index=k, item=item)
+            part = {"type": "output_text", "text": "", "annotations": []}
+            add(
+                "response.content_part.added",
+                item_id=item_id,
+                output_index=k,
+                content_index=0,
+                part=part,
+            )
+            add(
+                "response.output_text.delta",
+                item_id=item_id,
+                output_index=k,
+                content_index=0,
+                delta=b.text,
+            )
+            done_part = {**part, "text": b.text}
+            add(
+                "response.output_text.done",
+                item_id=item_id,
+                output_index=k,
+                content_index=0,
+                text=b.text,
+            )
+            add(
+                "response.content_part.done",
+                item_id=item_id,
+                output_index=k,
+                content_index=0,
+                part=done_part,
+            )
+            item = {**item, "status": "completed", "content": [done_part]}
+        elif b.kind == "thinking":
+            item_id = f"rs_{k}"
+            item = {"type": "reasoning", "id": item_id, "summary": []}
+            add("response.output_item.added", output_index=k, item=item)
+            part = {"type": "summary_text", "text": ""}
+            add(
+                "response.reasoning_summary_part.added",
+                item_id=item_id,
+                output_index=k,
+                summary_index=0,
+                part=part,
+            )
+            add(
+                "response.reasoning_summary_text.delta",
+                item_id=item_id,
+                output_index=k,
+                summary_index=0,
+                delta=b.text,
+            )
+            add(
+                "response.reasoning_summary_text.done",
+                item_id=item_id,
+                output_index=k,
+                summary_index=0,
+                text=b.text,
+            )
+            add(
+                "response.reasoning_summary_part.done",
+                item_id=item_id,
+                output_index=k,
+                summary_index=0,
+                part={**part, "text": b.text},
+            )
+            item = {**item, "summary": [{"type": "summary_text", "text": b.text}]}
+        else:
+            item_id = f"fc_{k}"
+            item = {
+                "type": "function_call",
+                "id": item_id,
+                "call_id": b.id,
+                "name": b.name,
+                "arguments": "",
+                "status": "in_progress",
+            }
+            add("response.output_item.added", output_index=k, item=item)
+            add(
+                "response.function_call_arguments.delta",
+                item_id=item_id,
+                output_index=k,
+                delta=b.text,
+            )
+            add(
+                "response.function_call_arguments.done",
+                item_id=item_id,
+                output_index=k,
+                arguments=b.text,
+            )
+            item = {**item, "arguments": b.text, "status": "completed"}
+        if t.error is None:
+            add("response.output_item.done", output_index=k, item=item)
+        items.append(item)
+    if t.error is not None:
+        kind, message = t.error
+        add("error", code=kind, message=message, param=None)
+        return _sse(events)
+    usage = {
+        "input_tokens": _u(t, "input") + _u(t, "cache_read"),
+        "input_tokens_details": {"cached_tokens": _u(t, "cache_read")},
+        "output_tokens": _u(t, "output"),
+        "output_tokens_details": {"reasoning_tokens": _u(t, "reasoning")},
+        "total_tokens": _u(t, "input") + _u(t, "cache_read") + _u(t, "output"),
+    }
+    final = {**response, "output": items, "usage": usage}
+    if t.stop == "length":
+        final.update(status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+        add("response.incomplete", response=final)
+    else:
+        add("response.completed", response={**final, "status": "completed"})
+    return _sse(events)
+
+
+# --- Gemini ----------------------------------------------------------------------------------
+
+_GEMINI_STOPS = {"stop": "STOP", "length": "MAX_TOKENS", "tool_use": "STOP"}
+
+
+def _gemini(t: _Turn) -> bytes:
+    events: list[tuple[str | None, Any]] = []
+    for b in t.blocks:
+        if b.kind == "text":
+            part: dict[str, Any] = {"text": b.text}
+        elif b.kind == "thinking":
+            part = {"text": b.text, "thought": True}
+            if b.signature:
+                part["thoughtSignature"] = b.signature
+        else:
+            part = {
+                "functionCall": {
+                    "id": b.id,
+                    "name": b.name,
+                    "args": _arguments(b, "google-generative-ai"),
+                }
+            }
+        candidate = {"content": {"role": "model", "parts": [part]}, "index": 0}
+        events.append((None, {"candidates": [candidate], "modelVersion": _MODEL}))
+    if t.error is not None:
+        kind, message = t.error
+        events.append((None, {"error": {"code": 500, "message": message, "status": kind.upper()}}))
+        return _sse(events)
+    thoughts = _u(t, "reasoning")
+    prompt = _u(t, "input") + _u(t, "cache_read")
+    usage = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": _u(t, "output") - thoughts,
+        "thoughtsTokenCount": thoughts,
+        "cachedContentTokenCount": _u(t, "cache_read"),
+        "totalTokenCount": prompt + _u(t, "output"),
+    }
+    final = {
+        "content": {"role": "model", "parts": []},
+        "finishReason": _GEMINI_STOPS.get(t.stop, "STOP"),
+        "index": 0,
+    }
+    events.append((None, {"candidates": [final], "usageMetadata": usage, "modelVersion": _MODEL}))
+    return _sse(events)
+
+
+# --- Bedrock ConverseStream ------------------------------------------------------------------
+
+_BEDROCK_STOPS = {"stop": "end_turn", "length": "max_tokens", "tool_use": "tool_use"}
+
+
+def _bedrock(t: _Turn) -> bytes:
+    def frame(event: str, payload: dict[str, Any]) -> bytes:
+        return event_stream_frame(event, json.dumps(payload).encode())
+
+    out = frame("messageStart", {"role": "assistant"})
+    for i, b in enumerate(t.blocks):
+        if b.kind == "text":
+            out += frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"text": b.text}})
+        elif b.kind == "thinking":
+            reasoning: dict[str, Any] = {"text": b.text}
+            out += frame(
+                "contentBlockDelta",
+                {"contentBlockIndex": i, "delta": {"reasoningContent": reasoning}},
+            )
+            if b.signature:
+                sig = {"reasoningContent": {"signature": b.signature}}
+                out += frame("contentBlockDelta", {"contentBlockIndex": i, "delta": sig})
+        else:
+            start = {"toolUse": {"toolUseId": b.id, "name": b.name}}
+            out += frame("contentBlockStart", {"contentBlockIndex": i, "start": start})
+            out += frame(
+                "contentBlockDelta",
+                {"contentBlockIndex": i, "delta": {"toolUse": {"input": b.text}}},
+            )
+        if t.error is None:
+            out += frame("contentBlockStop", {"contentBlockIndex": i})
+    if t.error is not None:
+        kind, message = t.error
+        name = {
+            "overloaded": "serviceUnavailableException",
+            "rate_limit": "throttlingException",
+        }.get(kind, "internalServerException")
+        return out + event_stream_frame(
+            name, json.dumps({"message": message}).encode(), message_type="exception"
+        )
+    out += frame("messageStop", {"stopReason": _BEDROCK_STOPS.get(t.stop, t.stop)})
+    usage = {
+        "inputTokens": _u(t, "input"),
+        "outputTokens": _u(t, "output"),
+        "cacheReadInputTokens": _u(t, "cache_read"),
+        "cacheWriteInputTokens": _u(t, "cache_write"),
+        "totalTokens": _u(t, "input")
+        + _u(t, "output")
+        + _u(t, "cache_read")
+        + _u(t, "cache_write"),
+    }
+    return out + frame("metadata", {"usage": usage, "metrics": {"latencyMs": 1}})
+
+
+# --- Ollama ----------------------------------------------------------------------------------
+
+_OLLAMA_STOPS = {"stop": "stop", "length": "length", "tool_use": "stop"}
+
+
+def _ollama(t: _Turn, *, chat: bool) -> bytes:
+    base = {"model": _MODEL, "created_at": "2026-01-01T00:00:00Z"}
+    lines: list[dict[str, Any]] = []
+    calls = []
+    for b in t.blocks:
+        if b.kind == "tool":
+            if not chat:
+                raise ValueError("vendor_bytes: ollama-generate takes no tools (use ollama-chat)")
+            arguments = _arguments(b, "ollama-chat")
+            calls.append({"function": {"name": b.name, "arguments": arguments}})
+            continue
+        key = (
+            "content"
+            if b.kind == "text" and chat
+            else "response"
+            if b.kind == "text"
+            else "thinking"
+        )
+        if chat:
+            lines.append(
+                {
+                    **base,
+                    "message": {"role": "assistant", "content": "", key: b.text},
+                    "done": False,
+                }
+            )
+        else:
+            lines.append({**base, "response": "", key: b.text, "done": False})
+    if calls:
+        lines.append(
+            {
+                **base,
+                "message": {"role": "assistant", "content": "", "tool_calls": calls},
+                "done": False,
+            }
+        )
+    if t.error is not None:
+        lines.append({"error": t.error[1]})
+        return _ndjson(lines)
+    last: dict[str, Any] = {**base, "done": True, "done_reason": _OLLAMA_STOPS.get(t.stop, "stop")}
+    if chat:
+        last["message"] = {"role": "assistant", "content": ""}
+    else:
+        last["response"] = ""
+    # No cache fields: every input token is prompt.
+    prompt = _u(t, "input") + _u(t, "cache_read") + _u(t, "cache_write")
+    last.update(prompt_eval_count=prompt, eval_count=_u(t, "output"))
+    lines.append(last)
+    return _ndjson(lines)
+
+
+APIS: dict[str, tuple[Callable[[_Turn], bytes], str]] = {
+    "anthropic-messages": (_anthropic, "text/event-stream"),
+    "openai-completions": (_chat, "text/event-stream"),
+    "mistral-conversations": (lambda t: _chat(t, mistral=True), "text/event-stream"),
+    "openai-responses": (_responses, "text/event-stream"),
+    "google-generative-ai": (_gemini, "text/event-stream"),
+    "bedrock-converse-stream": (_bedrock, "application/vnd.amazon.eventstream"),
+    "ollama-chat": (lambda t: _ollama(t, chat=True), "application/x-ndjson"),
+    "ollama-generate": (lambda t: _ollama(t, chat=False), "application/x-ndjson"),
+}
+"""Each built-in API's writer and its body's content type."""
+
+
+@dataclass
+class Synthesized:
+    """A recording made from a script: `body` (the vendor's bytes) and `meta` (the `.json`
+    beside a recording: api, status, headers, and the `expect` the contract kit checks)."""
+
+    body: bytes
+    meta: dict[str, Any]
+
+    def write(self, path: str | Path) -> Path:
+        """Write `<path>.body` and `<path>.json`; returns the `.body` path."""
+        body = Path(path).with_suffix(".body")
+        body.write_bytes(self.body)
+        body.with_suffix(".json").write_text(json.dumps(self.meta, indent=2) + "\n", "utf-8")
+        return body
+
+
+def vendor_bytes(
+    turn: FauxTurn | AssistantMessage | str, api: str, *, model: str = _MODEL
+) -> Synthesized:
+    """`turn` as `api` would stream it (see the module's docstring). An HTTP error turn
+    (`faux_error(kind, status=...)`) is that status with the error body."""
+    writer = APIS.get(api)
+    if writer is None:
+        raise ValueError(f"vendor_bytes: no writer for {api!r} (it writes: {', '.join(APIS)})")
+    faux = _as_turn(turn)
+    meta: dict[str, Any] = {"name": f"synthetic-{api}", "api": api, "model": model}
+    if faux.status != 200:
+        meta.update(status=faux.status, headers={"content-type": "application/json"})
+        if faux.retry_after is not None:
+            meta["headers"]["retry-after"] = f"{faux.retry_after:g}"
+        return Synthesized(faux.http_body, meta)
+    read = _read(faux)
+    body = writer[0](read).replace(_MODEL.encode(), model.encode())
+    meta.update(status=200, headers={"content-type": writer[1]}, expect=_expect(read))
+    return Synthesized(body, meta)
+
+
+def _expect(t: _Turn) -> dict[str, Any]:
+    """What the replayed message must be, in the kit's `expect` shape."""
+    content: list[dict[str, Any]] = []
+    for b in t.blocks:
+        if b.kind == "text":
+            content.append({"type": "text", "text": b.text})
+        elif b.kind == "thinking":
+            content.append({"type": "thinking", "thinking": b.text})
+        else:
+            try:
+                arguments: Any = json.loads(b.text or "{}")
+            except ValueError:
+                arguments = None
+            content.append({"type": "tool_call", "name": b.name, "arguments": arguments})
+    expect: dict[str, Any] = {"content": content}
+    if t.error is not None:
+        expect["stop_reason"] = "error"
+        expect["error_kind"] = t.error[0]
+    else:
+        expect["stop_reason"] = t.stop
+    return expect
