@@ -46,6 +46,14 @@ CONTEXT = Context(
 APIS = apis_under_test()
 
 
+def _context_for(api: str) -> Context:
+    """The kit's context; without its tools for an API that takes none (`takes_tools`)."""
+    wire = stream_core.provider.get_provider(api).wire
+    if wire is not None and not wire.takes_tools:
+        return CONTEXT.model_copy(update={"tools": []})
+    return CONTEXT
+
+
 def _wire(api: str) -> Any:
     wire = stream_core.provider.get_provider(api).wire
     if wire is None:
@@ -61,7 +69,7 @@ def _sent(api: str, model: Model | None = None, **overrides: Any) -> dict[str, A
 
     async def main() -> Any:
         return await run_provider(
-            api, [answer], context=CONTEXT, opts=options(**overrides), model=model
+            api, [answer], context=_context_for(api), opts=options(**overrides), model=model
         )
 
     run = anyio.run(main)

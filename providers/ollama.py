@@ -432,6 +432,7 @@ GENERATE_WIRE = dataclasses.replace(
     parse_response=_generate_answer,
     providers={},
     controls=_GENERATE_CONTROLS,
+    takes_tools=False,  # /api/generate has no tools: context.tools raises at stream()
 )
 
 # Both endpoints register from this one module.

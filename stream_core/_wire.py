@@ -125,6 +125,10 @@ class WireAPI:
     """The types each `extra` key takes (exactly: `True` is not an `int`); a value of any
     other type raises at `stream()` naming the key (`{"store": "false"}` must not send
     `store: true`). A key missing here takes any value."""
+    takes_tools: bool = True
+    """Whether the API takes tools; False makes `context.tools` raise at `stream()` (a
+    history with tool calls is still sent, as the API can). The contract kit then checks
+    the request side with a tool-less context."""
     rate_limited: bool = True
     """Whether its calls go through the limiter (`configure_limits`): rate limits learned
     from headers, 429 pauses, budgets. False for an API with no quota to keep (the faux

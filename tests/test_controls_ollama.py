@@ -157,16 +157,21 @@ def test_chat_tool_choice_none_leaves_the_tools_out() -> None:
 @BOTH
 @pytest.mark.parametrize("choice", ["required", {"tool": "weather"}])
 def test_forcing_a_tool_raises_at_stream(model: Model, choice: Any) -> None:
-    with pytest.raises(
-        ValueError, match=rf"StreamOptions\.tool_choice: {model.api} cannot force a tool"
-    ):
+    # /api/generate takes no tools at all (WireAPI.takes_tools): that is said first.
+    said = "cannot force a tool" if model.api != "ollama-generate" else "takes no tools"
+    with pytest.raises(ValueError, match=rf"{model.api} {said}"):
         stream_core.stream(model, WITH_TOOLS, options(tool_choice=choice))
 
 
 @pytest.mark.parametrize("choice", ["auto", "none"])
 def test_generate_tool_choice_auto_and_none_are_harmless(choice: str) -> None:
-    payload = _payload(GENERATE, WITH_TOOLS, tool_choice=choice)
+    payload = _payload(GENERATE, ASK, tool_choice=choice)
     assert "tools" not in payload and "tool_choice" not in payload
+
+
+def test_generate_refuses_tools_at_stream() -> None:
+    with pytest.raises(ValueError, match=r"^context\.tools: ollama-generate takes no tools"):
+        stream_core.stream(GENERATE, WITH_TOOLS, options())
 
 
 @BOTH
@@ -225,7 +230,7 @@ def test_chat_output_schema_keeps_the_tools() -> None:
 @pytest.mark.parametrize("context", [ASK, WITH_TOOLS], ids=["no-tools", "tools"])
 def test_tool_mode_raises_at_stream(model: Model, context: Context) -> None:
     tool_mode = model.model_copy(update={"structured_output": "tool"})
-    with pytest.raises(ValueError, match=rf"{model.api} cannot force a tool"):
+    with pytest.raises(ValueError, match=rf"{model.api} (cannot force a tool|takes no tools)"):
         stream_core.stream(tool_mode, context, options(output_schema=SCHEMA))
 
 

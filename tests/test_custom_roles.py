@@ -21,6 +21,7 @@ import pytest
 from test_handoff_matrix import SOURCES, TARGETS, Target, Turn
 
 import stream_core
+import stream_core.provider
 from stream_core import (
     AssistantMessage,
     BashExecution,
@@ -128,7 +129,9 @@ def capture(api: str, messages: list[Message]) -> dict[str, Any]:
 
     async def main() -> None:
         async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
-            context = Context(system_prompt="Be brief.", messages=messages, tools=[WEATHER])
+            wire = stream_core.provider.get_provider(api).wire
+            tools = [WEATHER] if wire is None or wire.takes_tools else []  # none for generate
+            context = Context(system_prompt="Be brief.", messages=messages, tools=tools)
             opts = StreamOptions(api_key="roles-key-0123456789", max_retries=0, client=client)
             message = await stream_core.stream(_model(api), context, opts).result()
             assert message.error is not None and message.error.status_code == 400

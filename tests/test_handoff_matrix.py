@@ -30,6 +30,7 @@ import pytest
 import respx
 
 import stream_core
+import stream_core.provider
 from stream_core import (
     AssistantMessage,
     Context,
@@ -401,7 +402,12 @@ def _capture(model: Model, messages: list[Message]) -> dict[str, Any]:
     async def main() -> None:
         with respx.mock(assert_all_mocked=True) as mock:
             mock.route(host="matrix.test").mock(side_effect=answer)
-            context = Context(system_prompt="Be brief.", messages=messages, tools=TOOLS)
+            # An API without tools (ollama-generate) is handed the history alone.
+            wire = stream_core.provider.get_provider(model.api).wire
+            takes = wire is None or wire.takes_tools
+            context = Context(
+                system_prompt="Be brief.", messages=messages, tools=TOOLS if takes else []
+            )
             opts = StreamOptions(api_key="matrix-key-0123456789", max_retries=0, reasoning="low")
             await stream_core.stream(model, context, opts).result()
 

@@ -100,6 +100,10 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
             )
         seen[tool.name] = i
         check_json(tool.parameters, f"context.tools[{i}].parameters")
+    if checked.tools and not wire.takes_tools:
+        raise ValueError(
+            f"context.tools: {api} takes no tools; leave them out (or use an API that takes them)"
+        )
     if options is not None and options.tool_choice is not None:
         _check_tool_choice(options, checked)
     for i, m in enumerate(checked.messages):
