@@ -176,6 +176,14 @@ def _derive_claude_on_vertex(
         }
 
 
+def catalog_output_limit(provider: str, model_id: str) -> int | None:
+    """The output limit the catalog publishes for `provider`/`model_id` (None: not a
+    catalog model, or none published)."""
+    entry = _catalog()[1].get((provider, model_id))
+    limit = entry.get("max_tokens") if entry is not None else None
+    return limit if isinstance(limit, int) and limit > 0 else None
+
+
 def catalog_source() -> dict[str, str]:
     """Where the shipped catalog came from (models.dev URL, revision, licence)."""
     data = from_json(package_data("catalog.json"))

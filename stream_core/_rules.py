@@ -236,6 +236,15 @@ def check_rules(model: Model, options: StreamOptions) -> None:
                 f"StreamOptions.reasoning: {label} takes {', '.join(map(repr, levels))}, "
                 f"not {options.reasoning!r}"
             )
+    if options.max_tokens is not None:
+        from ._models import catalog_output_limit
+
+        limit = catalog_output_limit(model.provider, model.id)
+        if limit is not None and options.max_tokens > limit:
+            raise ValueError(
+                f"StreamOptions.max_tokens: {label} writes at most {limit:,} tokens (the "
+                f"catalog's output limit), not {options.max_tokens:,}"
+            )
     for rule in rules_for(model):
         for control in sorted(rule.refuses):
             if getattr(options, control, None) is not None:

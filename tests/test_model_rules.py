@@ -419,3 +419,11 @@ def test_a_model_no_rule_names_keeps_its_api_behaviour(provider: str, model_id: 
     assert stream_core._rules.rules_for(model) == ()
     assert not _raises(model, temperature=0.5)
     assert not _raises(model, temperature=0.5, top_p=0.9)
+
+
+def test_max_tokens_past_the_catalogs_output_limit_raises() -> None:
+    message = refusal("anthropic", "claude-sonnet-4-5", max_tokens=1_000_000)
+    assert message.startswith("StreamOptions.max_tokens: ") and "64,000" in message
+    assert payload("anthropic", "claude-sonnet-4-5", max_tokens=64_000)["max_tokens"] == 64_000
+    custom = get_model("anthropic", "claude-sonnet-4-5").model_copy(update={"id": "my-claude"})
+    stream_core.stream(custom, CTX, StreamOptions(api_key="k", max_tokens=1_000_000))  # unknown
