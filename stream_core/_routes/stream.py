@@ -335,14 +335,6 @@ class RouteStream:
             (key, until), self._share = self._share, None
             _spawn_detached(lambda: limiter.share_cool(key, until))
 
-    def _cool(self, d: Deployment, error: StreamError) -> None:
-        """Cool `d`, here and, with a shared limit store (`configure_limits(store=...)`),
-        for every process sharing it: their routes pass it over too."""
-        self._route.cool(d, error.kind, error.retry_after)
-        key = getattr(self._current, "_limit_key", None)
-        if key is not None and limiter.config.store is not limiter.config.local:
-            self._share = (key, time.time() + self._route.ready_in(d))
-
     def _falls_over(self, kind: ErrorKind) -> bool:
         return (
             kind in FALL_OVER
@@ -356,7 +348,7 @@ class RouteStream:
         d.in_flight -= 1
         self._record(d, error.kind, error.status_code, error.retry_after, sent=True)
         if error.kind in COOLING:
-            self._cool(d, error)
+            self._share = _cool(self._route, d, error, self._current)
         self._current = self._deployment = None
         self._held = None
 
@@ -373,7 +365,7 @@ class RouteStream:
         else:
             self._record(d, error.kind, error.status_code, error.retry_after, True, content)
             if error.kind in COOLING:
-                self._cool(d, error)
+                self._share = _cool(self._route, d, error, self._current)
             if error.kind != "aborted" and (content or len(self._attempts) > 1):
                 note = (
                     "; the route's next call skips it while it cools"
@@ -449,3 +441,15 @@ class RouteStream:
         span, self._span = self._span, None
         if span is not None and span is not _UNSET:
             _otel().end_route_span(span, message)
+
+
+def _cool(
+    route: Route, d: Deployment, error: StreamError, attempt: Any
+) -> tuple[str, float] | None:
+    """Cool `d` in `route`; with a shared limit store (`configure_limits(store=...)`), the
+    (key, until) to write there, so every process's routes pass it over too."""
+    route.cool(d, error.kind, error.retry_after)
+    key = getattr(attempt, "_limit_key", None)
+    if key is None or limiter.config.store is limiter.config.local:
+        return None
+    return key, time.time() + route.ready_in(d)
