@@ -327,3 +327,50 @@ def test_record_leaves_generated_tool_ids_out_of_expect(
 def test_fake_vendor_needs_something_to_serve() -> None:
     with pytest.raises(ValueError, match="recordings or scenarios"):
         fake_vendor()
+
+
+NEVER_DONE = """
+import dataclasses
+
+from stream_core.providers import anthropic as base
+
+API = base.API
+
+
+def _translator(asm):
+    inner = base.WIRE.translator(asm)
+
+    def translate(event, data):
+        inner(event, data)
+        asm.finished = False  # the bug: the terminal event never finishes the message
+
+    return translate
+
+
+WIRE = dataclasses.replace(base.WIRE, translator=_translator)
+
+
+def stream(model, context, options=None):
+    return WIRE.open(model, context, options)
+"""
+
+
+def test_a_cascade_is_reported_once_and_the_rest_say_they_follow(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 28, point 3: a translator that never sets `finished` fails most of the
+    suite; the first failure names the cause, and every later one says it follows."""
+    from stream_core.contract_tests.kit import FIXTURES
+
+    pytester.makepyfile(never_done=NEVER_DONE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--stream-core-provider=never_done",
+        f"--stream-core-fixtures={FIXTURES}", "-q", "--tb=short",
+    )  # fmt: skip
+    out = result.stdout.str()
+    first = out.index("test_the_terminal_event_finishes_the_message")
+    assert "never set `assembler.finished = True`" in out
+    follows = out.count("follows from the first failure for anthropic-messages")
+    failed = out.count("FAILED ") or result.parseoutcomes().get("failed", 0)
+    assert follows >= 5 and first < out.index("follows from the first failure"), out[-3000:]
+    assert failed > follows - 1
