@@ -53,7 +53,6 @@ from stream_core.provider import (
     closed_schema,
     error_from_vendor,
     id_normalizer,
-    image_note,
     long_cache_honored,
     optional_field,
     output_spec,
@@ -315,7 +314,7 @@ def _convert_messages(
                 {
                     "type": "tool_result",
                     "tool_use_id": m.tool_call_id,
-                    "content": _user_blocks(m.content, vision=vision, model=model) or "(no output)",
+                    "content": _user_blocks(m.content, vision=vision) or "(no output)",
                     "is_error": m.is_error,
                 }
             )
@@ -327,7 +326,7 @@ def _convert_messages(
             if isinstance(m.content, str):
                 blocks = [{"type": "text", "text": m.content}] if m.content.strip() else []
             else:
-                blocks = _user_blocks(m.content, vision=vision, model=model)
+                blocks = _user_blocks(m.content, vision=vision)
             if blocks:
                 if out and out[-1]["role"] == "user":
                     # Right after tool results: one user turn (results first, then the text),
@@ -347,7 +346,7 @@ def _convert_messages(
     return out
 
 
-def _user_blocks(content: Sequence[object], *, vision: bool, model: Model) -> list[Any]:
+def _user_blocks(content: Sequence[object], *, vision: bool) -> list[Any]:
     blocks: list[dict[str, Any]] = []
     for b in content:
         if isinstance(b, TextContent):
@@ -355,8 +354,6 @@ def _user_blocks(content: Sequence[object], *, vision: bool, model: Model) -> li
                 blocks.append({"type": "text", "text": b.text})
         elif not isinstance(b, ImageContent):
             continue  # UnknownContent: kept in the history, never sent
-        elif vision and (note := image_note(model, b.mime_type)) is not None:
-            blocks.append({"type": "text", "text": note})
         elif vision:
             blocks.append(
                 {

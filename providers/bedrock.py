@@ -59,6 +59,7 @@ from stream_core import (
 )
 from stream_core.provider import (
     ADAPTIVE_EFFORTS,
+    BEDROCK_IMAGE_FORMATS,
     IMAGE_OMITTED_TEXT,
     Assembler,
     EventStreamDecoder,
@@ -128,13 +129,6 @@ _EXCEPTION_KINDS: dict[str, ErrorKind] = {
 # Blocks of server-side tools (Nova's code interpreter), by start key or `toolUse.type`.
 _SERVER = frozenset({"toolResult", "server_tool_use"})
 
-_IMAGE_FORMATS: dict[str, str] = {
-    "image/jpeg": "jpeg",
-    "image/jpg": "jpeg",
-    "image/png": "png",
-    "image/gif": "gif",
-    "image/webp": "webp",
-}
 
 # Prompt caching (`cachePoint` blocks): models whose id holds one of these, minus the older
 # Claude models that reject it. `Compat.cache_points` overrides.
@@ -398,13 +392,13 @@ def _user_blocks(content: str | Sequence[object], *, vision: bool) -> list[dict[
             continue
         if not isinstance(b, ImageContent):
             continue  # UnknownContent: kept in the history, never sent
-        image_format = _IMAGE_FORMATS.get(b.mime_type.lower())
         if not vision:
             blocks.append({"text": IMAGE_OMITTED_TEXT})
-        elif image_format is None:
-            blocks.append({"text": f"(image omitted: Bedrock takes no {b.mime_type})"})
         else:
-            # The REST API takes blob fields as base64 text, which ImageContent holds.
+            # Other types were replaced by a note at `stream()` (the per-model rules'
+            # IMAGE_TYPES). The REST API takes blob fields as base64 text, as ImageContent
+            # holds them.
+            image_format = BEDROCK_IMAGE_FORMATS[b.mime_type.lower()]
             blocks.append({"image": {"format": image_format, "source": {"bytes": b.data}}})
     return blocks
 

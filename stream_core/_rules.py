@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADAPTIVE_EFFORTS",
+    "BEDROCK_IMAGE_FORMATS",
     "ALL_EFFORTS",
     "IMAGE_TYPES",
     "RULES",
@@ -48,11 +49,20 @@ ThinkingMode = Literal["budget", "adaptive", "level", "effort"]
 _CLAUDE = frozenset({"anthropic-messages", "bedrock-converse-stream"})
 _OPENAI = frozenset({"openai-completions", "openai-responses"})
 
+BEDROCK_IMAGE_FORMATS: dict[str, str] = {
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/png": "png",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+"""Bedrock's `ImageBlock.format` for each image type it takes (its own list of types)."""
+
 IMAGE_TYPES: dict[str, frozenset[str]] = {
     # https://docs.anthropic.com/en/docs/build-with-claude/vision (jpeg, png, gif, webp)
     "anthropic-messages": frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"}),
     # https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ImageBlock.html
-    "bedrock-converse-stream": frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"}),
+    "bedrock-converse-stream": frozenset(BEDROCK_IMAGE_FORMATS),
     # https://platform.openai.com/docs/guides/images-vision (png, jpeg, webp, non-animated gif)
     "openai-completions": frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"}),
     "openai-responses": frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"}),
@@ -216,7 +226,7 @@ def image_note(model: Model, mime_type: str) -> str | None:
     allowed = IMAGE_TYPES.get(model.api)
     if allowed is None or mime_type.lower() in allowed:
         return None
-    kinds = ", ".join(sorted(t.removeprefix("image/") for t in allowed))
+    kinds = ", ".join(sorted({t.removeprefix("image/").replace("jpg", "jpeg") for t in allowed}))
     return f"(image omitted: {model.id} takes {kinds} images, not {mime_type})"
 
 

@@ -26,7 +26,8 @@ shows a plugin needs nothing private. The pieces, by job:
 - cost: `CostContext`, `compute_cost`, `long_cache_honored`;
 - per-model rules (`stream_core._rules`, applied at `stream()`): `thinking_mode` (a token
   budget, adaptive thinking, a level), `thinking_level`, `ADAPTIVE_EFFORTS`, and
-  `image_note` (the text sent for an image type the vendor does not take);
+  `BEDROCK_IMAGE_FORMATS` (an image type outside an API's list is replaced by a note at
+  `stream()`, before the request is built);
 - request controls and structured output: `CONTROLS` (declare the ones an API maps in
   `WireAPI.controls`), `output_spec` and `OutputSpec` (the call's schema, name and mode),
   `closed_schema` (objects closed, for vendors that demand it), `copy_controls`,
@@ -89,13 +90,14 @@ from ._options import CONTROLS, copy_controls, refuse_forced_tool
 from ._output import OutputSpec, closed_schema
 from ._pipeline.assembler import Assembler, StopRule
 from ._registry import get_provider, register_provider, unregister_providers
-from ._rules import ADAPTIVE_EFFORTS, image_note, thinking_level, thinking_mode
+from ._rules import ADAPTIVE_EFFORTS, BEDROCK_IMAGE_FORMATS, thinking_level, thinking_mode
 from ._tools import TOOL_ERROR_PREFIX, function_tools
 from ._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
 
 __all__ = [
     "ADAPTIVE_EFFORTS",
     "ANY",
+    "BEDROCK_IMAGE_FORMATS",
     "CONTROLS",
     "IMAGE_OMITTED_TEXT",
     "OVERFLOW_PATTERNS",
@@ -128,7 +130,6 @@ __all__ = [
     "function_tools",
     "get_provider",
     "id_normalizer",
-    "image_note",
     "is_same_model",
     "long_cache_honored",
     "optional_field",

@@ -427,3 +427,12 @@ def test_max_tokens_past_the_catalogs_output_limit_raises() -> None:
     assert payload("anthropic", "claude-sonnet-4-5", max_tokens=64_000)["max_tokens"] == 64_000
     custom = get_model("anthropic", "claude-sonnet-4-5").model_copy(update={"id": "my-claude"})
     stream_core.stream(custom, CTX, StreamOptions(api_key="k", max_tokens=1_000_000))  # unknown
+
+
+def test_bedrock_still_takes_image_jpg_as_jpeg() -> None:
+    model_id = next(m.id for m in list_models("amazon-bedrock") if "claude-sonnet-4-5" in m.id)
+    ctx = Context(
+        messages=[UserMessage(content=[ImageContent(data="AA==", mime_type="image/jpg")])]
+    )
+    blocks = payload("amazon-bedrock", model_id, ctx)["messages"][0]["content"]
+    assert [b["image"]["format"] for b in blocks if "image" in b] == ["jpeg"]
