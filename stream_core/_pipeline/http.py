@@ -41,7 +41,7 @@ from .._transport import (
     connections_in_use,
     shared_client_async,
 )
-from .._types import StreamError
+from .._types import RateLimit, StreamError
 from .._wire import WireAPI
 from .admission import Admission
 from .state import _CONNECT, _NONE, _READ, _Expired
@@ -83,10 +83,14 @@ def net_text(exc: Exception, request: httpx.Request | None, secrets: tuple[str, 
 
 
 async def error_of(
-    response: httpx.Response, request: httpx.Request | None, secrets: tuple[str, ...]
+    response: httpx.Response,
+    request: httpx.Request | None,
+    secrets: tuple[str, ...],
+    limits: list[RateLimit] | None = None,
 ) -> StreamError:
     """The error of a 4xx/5xx response. Its body is read up to its cap, counted after
-    content decoding (a small compressed body cannot inflate past it), then closed."""
+    content decoding (a small compressed body cannot inflate past it), then closed.
+    `limits`: what its headers report (`limits_from_headers`), read by the caller."""
     buffer = bytearray()
     unread = ""
     chunks: Any = None
@@ -111,7 +115,7 @@ async def error_of(
     if retry_after is None and response.status_code == 429:
         # No Retry-After: the reset of the limit the vendor reports used up says it.
         now = time.time()
-        used_up = [r for r in limits_from_headers(headers, now) or () if r.remaining == 0]
+        used_up = [r for r in limits or () if r.remaining == 0]
         waits = [w for w in (r.resets_in(now) for r in used_up) if w is not None]
         if waits:
             retry_after = round(max(waits), 3)
@@ -360,7 +364,8 @@ class HttpStep(Admission):
             if media not in self._decoder.media_types:
                 await self._read_unstreamed(media)
             return None
-        return self._status_error(response, await error_of(response, self._request, self._secrets))
+        error = await error_of(response, self._request, self._secrets, limits)
+        return self._status_error(response, error)
 
     def _status_error(self, response: httpx.Response, error: StreamError) -> StreamError:
         """The error of a 4xx/5xx response, its body read (`http.error_of`): the hook a
