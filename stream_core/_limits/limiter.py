@@ -30,7 +30,6 @@ __all__ = [
     "budget_spent",
     "config",
     "configure_limits",
-    "cooling",
     "flow",
     "limit_key",
     "settle",
@@ -324,15 +323,6 @@ async def share_cool(key: str, until: float) -> None:
         await _shared("cooldown", run)
     except Exception:  # pragma: no cover - the local store does not fail
         pass
-
-
-async def cooling(keys: list[str]) -> list[float]:
-    async def run(store: LimitStore) -> list[float]:
-        return await store.cooling(keys)
-
-    found, _ = await _shared("cooldown", run)
-    result: list[float] = found
-    return result
 
 
 async def budget_spent(name: str | None = None) -> float:

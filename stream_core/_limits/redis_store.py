@@ -30,7 +30,7 @@ _EXPIRE = 86_400
 _COMMON = """
 local function val(x) if x == cjson.null then return nil end return x end
 local function roll(s, now)
-  local r, period = s[3], s[6]
+  local r, period = s[3], s[5]
   s[2] = s[1]
   s[4] = s[4] + 1
   if period > 0 then s[3] = r + period * (math.floor((now - r) / period) + 1) else s[3] = 0 end
@@ -57,19 +57,18 @@ local function admit(entry, needs, now, route)
   for name, s in pairs(names) do
     local need = needs[name] or 0
     s[2] = s[2] - need
-    s[5] = s[5] + need
-    snap[name] = {s[4], s[5]}
+    snap[name] = s[4]
   end
   return 0, snap
 end
 local function settle(entry, snap, used, needs, report, pause_until, now)
   if not entry.n then entry.n = {} end
   local names = entry.n
-  for name, taken in pairs(snap) do
+  for name, gen in pairs(snap) do
     local s = names[name]
     if s then
       if s[3] ~= 0 and now >= s[3] + __LATE__ then roll(s, now) end
-      if s[4] == taken[1] then
+      if s[4] == gen then
         s[2] = math.min(s[1], s[2] + (needs[name] or 0) - (used[name] or 0))
       end
     end
@@ -81,10 +80,10 @@ local function settle(entry, snap, used, needs, report, pause_until, now)
       if not s then
         local wait = 0
         if resets_at then wait = math.max(resets_at - now, 0) end
-        names[name] = {limit, remaining or limit, resets_at or 0, 1, 0, wait}
+        names[name] = {limit, remaining or limit, resets_at or 0, 1, wait}
       else
         s[1] = limit
-        if resets_at then s[6] = math.max(s[6], resets_at - now) end
+        if resets_at then s[5] = math.max(s[5], resets_at - now) end
         local ended = s[3]
         local stale = false
         if ended ~= 0 and now >= ended + __LATE__ then

@@ -5,12 +5,12 @@ functions serve the in-process store and the file store, and `redis.lua` is a li
 port of them (the store tests run one scenario table through all three):
 
     {"p": paused until (Unix time), "c": cooling until (routes),
-     "n": {limit name: [limit, available, resets_at, generation, issued, period]}}
+     "n": {limit name: [limit, available, resets_at, generation, period]}}
 
 `available` counts down as calls are admitted (each reserves its need) and is set whole
 again when `resets_at` passes (a new generation); a vendor's report can only lower it (to
 its `remaining`): our own count already holds every call sent since the report was made,
-so a lower figure means usage this store did not see. `issued` counts every reservation.
+so a lower figure means usage this store did not see.
 A settlement gives back what a call reserved and did not use, in the generation it was
 reserved in only. `period` is the longest reset wait seen: the next window's reset when a
 window rolls before the vendor has said. Nothing here sleeps or does I/O.
@@ -45,13 +45,13 @@ SLACK = 1.0
 same window's."""
 
 Entry = dict[str, Any]
-Snapshot = dict[str, list[int]]
-"""Per limit name: [generation, issued after this call's reservation]."""
+Snapshot = dict[str, int]
+"""Per limit name: the generation (window) the call's reservation was made in."""
 
 
 def _roll(s: list[Any], now: float) -> None:
     """A window whose reset has passed starts whole; the next reset is a period on."""
-    r, period = s[2], s[5]
+    r, period = s[2], s[4]
     s[1] = s[0]
     s[3] += 1
     s[2] = r + period * (math.floor((now - r) / period) + 1) if period > 0 else 0.0
@@ -87,8 +87,7 @@ def admit(
     for name, s in names.items():
         need = needs.get(name, 0)
         s[1] -= need
-        s[4] += need
-        snap[name] = [s[3], s[4]]
+        snap[name] = s[3]
     return 0.0, snap
 
 
@@ -105,7 +104,7 @@ def settle(
     it used goes back; then the vendor's `report` ([name, limit, remaining, resets_at]
     each, any of the three None) is learned, and a 429's pause recorded."""
     names: dict[str, list[Any]] = entry.setdefault("n", {})
-    for name, (gen, _) in snap.items():
+    for name, gen in snap.items():
         s = names.get(name)
         if s is None:
             continue
@@ -120,11 +119,11 @@ def settle(
         if s is None:
             wait = resets_at - now if resets_at else 0.0
             avail = limit if remaining is None else remaining
-            names[name] = [limit, avail, resets_at or 0.0, 1, 0, max(wait, 0.0)]
+            names[name] = [limit, avail, resets_at or 0.0, 1, max(wait, 0.0)]
             continue
         s[0] = limit
         if resets_at:
-            s[5] = max(s[5], resets_at - now)
+            s[4] = max(s[4], resets_at - now)
         ended = s[2]
         if ended and now >= ended + LATE:
             _roll(s, now)
