@@ -370,6 +370,10 @@ def stream(
 # --- wire ---------------------------------------------------------------------------------
 
 
+_RECORDED = {c: c for c in CONTROLS if c != "output_schema"}
+"""The controls recorded under their own names (the schema is recorded as sent)."""
+
+
 def _build(model: Model, context: Context, options: StreamOptions) -> WireRequest:
     payload = {"model": model.id, **context.model_dump(mode="json", exclude_none=True)}
     if options.max_tokens is not None:
@@ -377,7 +381,7 @@ def _build(model: Model, context: Context, options: StreamOptions) -> WireReques
     if options.temperature is not None:
         payload["temperature"] = options.temperature
     # Every control is recorded on the call (`FauxModel.requests`), the schema as sent.
-    copy_controls(options, {c: c for c in CONTROLS if c != "output_schema"}, payload)
+    copy_controls(options, _RECORDED, payload)
     spec = output_spec(WIRE, model, options)
     if spec is not None:
         payload["output_schema"] = spec.schema
