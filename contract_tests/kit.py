@@ -382,7 +382,15 @@ async def run_provider(
         return Run(events, message, route.call_count, [c.request for c in route.calls])
 
 
+def fresh_limiter() -> None:
+    """Forget what earlier replays taught the limiter: each recording is its own vendor
+    session, and the rate limits its headers carry (the recorder's account, its resets
+    long past) say nothing of the next one's."""
+    stream_core.configure_limits()
+
+
 def replay(fixture: Fixture, chunks: Sequence[bytes], **option_overrides: Any) -> Run:
+    fresh_limiter()
     response = sse_response(
         chunks, status=int(fixture.meta.get("status") or 200), headers=fixture.headers
     )

@@ -30,6 +30,7 @@ from stream_core.contract_tests.kit import (
     apis_under_test,
     contract_context,
     contract_model,
+    fresh_limiter,
     load_fixtures,
     missing_recording,
     options,
@@ -191,6 +192,7 @@ def _answer(request: httpx.Request) -> httpx.Response:
 
 
 async def _run_once(api: str, fixture: Fixture, chunks: list[bytes]) -> Run:
+    fresh_limiter()
     _responses[:] = [replay_response(chunks, fixture.headers)]
     model = contract_model(api)
     events = []

@@ -373,14 +373,20 @@ async def _close_at_loop_end(client: httpx.AsyncClient) -> None:
 
 def close_soon(response: httpx.Response | None, chunks: Any, loop: object) -> None:
     """`close_body` for a stream dropped before its end without being closed (from its
-    `__del__`): scheduled on `loop`, the event loop the body was read on (`_loop_key()`),
-    when it runs in this thread, as trio's own finalizer does, so the generators under the
-    body are closed, not left to the garbage collector. Nothing happens elsewhere (another
-    thread, another loop, the interpreter ending)."""
+    `__del__`): scheduled on `loop` (`run_soon`), so the generators under the body are
+    closed, not left to the garbage collector."""
+    run_soon(lambda: close_body(response, chunks), loop)
+
+
+def run_soon(fn: Callable[[], Coroutine[Any, Any, None]], loop: object) -> None:
+    """Run `fn()` in a detached task on `loop`, the event loop a stream ran on
+    (`_loop_key()`), when it runs in this thread, as trio's own finalizer does: for what a
+    stream's `__del__` cannot await. Nothing happens elsewhere (another thread, another
+    loop, the interpreter ending)."""
 
     def spawn() -> None:
         try:
-            _spawn_detached(lambda: close_body(response, chunks))
+            _spawn_detached(fn)
         except Exception:  # the loop is ending
             pass
 

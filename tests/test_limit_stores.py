@@ -114,6 +114,30 @@ async def test_every_store_gives_the_same_answers(store: LimitStore) -> None:
     ]
 
 
+async def test_a_limit_reported_without_a_reset_still_refills(store: LimitStore) -> None:
+    """Some servers send a limit and its remaining count but no reset (or, clocks apart,
+    one already past): the window is taken to be a minute, so the count refills rather
+    than running down for good and leaving every later call waiting."""
+    one = {"requests": 1}
+    steps: list[Any] = []
+    await store.settle("n", {}, one, one, [["requests", 2, 1, None]], 0.0, [], T)
+    steps.append(await store.admit("n", one, [], T + 1, False))
+    steps.append(await store.admit("n", one, [], T + 2, False))  # used up: until T + 60
+    steps.append(await store.admit("n", one, [], T + 61, False))  # whole again
+    # A reset an hour past: whole at once, the next a minute on from it.
+    await store.settle("p", {}, one, one, [["requests", 1, 0, T - 3600]], 0.0, [], T)
+    steps.append(await store.admit("p", one, [], T, False))
+    steps.append(await store.admit("p", one, [], T + 1, False))
+    await store.aclose()
+    assert json.loads(json.dumps(steps)) == [
+        [0.0, {"requests": 1}, None],
+        [pytest.approx(58.1), {}, None],
+        [0.0, {"requests": 2}, None],
+        [0.0, {"requests": 2}, None],
+        [pytest.approx(59.1), {}, None],
+    ]
+
+
 # --- a fleet of worker processes ---------------------------------------------------------
 
 

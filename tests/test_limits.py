@@ -6,6 +6,7 @@ Against a loopback vendor that enforces fixed windows (tests/limited_vendor.py).
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Iterator
@@ -139,6 +140,30 @@ async def test_a_vendor_without_headers_gets_adaptive_concurrency(
     without = await run(False)
     with_limiter = await run(True)
     assert with_limiter < without / 2, (with_limiter, without)
+
+
+async def test_streams_dropped_unread_give_their_slots_back(
+    vendor_factory: list[LimitedVendor],
+) -> None:
+    """A stream left mid-body and never closed (an `async for` broken outside `async
+    with`) must not keep its concurrency slot: once a 429 has bounded a key, a few such
+    streams would otherwise leave every later call waiting forever."""
+    v = _vendor(vendor_factory, concurrency=1, headers=False, delay=0.2, retry_after=False)
+    model = _model(v)
+    first = await _many(model, 2, retry_backoff=0.01, max_retries=8)  # one meets a 429
+    assert all(m.stop_reason == "stop" for m in first)
+    assert 429 in v.statuses
+    with anyio.fail_after(20):  # a guard against the hang this test is about
+        for _ in range(4):
+            s = stream(model, CONTEXT, StreamOptions(api_key="k"))
+            async for event in s:
+                if event.type == "message_update":
+                    break  # left unread, never closed
+            del s
+            gc.collect()
+            await anyio.sleep(0)  # the dropped bodies are closed on the loop
+        m = await complete(model, CONTEXT, StreamOptions(api_key="k"))
+    assert m.stop_reason == "stop", m.error
 
 
 async def test_waiting_for_the_limit_counts_against_the_call_limits(

@@ -33,6 +33,7 @@ __all__ = [
     "flow",
     "limit_key",
     "settle",
+    "settle_local",
     "share_cool",
 ]
 
@@ -286,21 +287,31 @@ async def admit(
     return 0.0, Ticket(key, store, needs, snap, asks), None
 
 
+def settle_local(
+    ticket: Ticket, used: dict[str, int], pause_until: float, settles: list[list[Any]]
+) -> bool:
+    """`settle` when the ticket's store is in this process (no I/O): True when done."""
+    store = ticket.store
+    if not isinstance(store, MemoryStore):
+        return False
+    if ticket.snap or ticket.report or pause_until or settles:
+        store.tables.settle(
+            ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until,
+            settles, time.time(),
+        )  # fmt: skip
+    return True
+
+
 async def settle(
     ticket: Ticket, used: dict[str, int], pause_until: float, settles: list[list[Any]]
 ) -> None:
     """The end of an admitted attempt, in the store that admitted it; never raises (a
     store that fails keeps the reservation: it errs on the safe side)."""
+    if settle_local(ticket, used, pause_until, settles):
+        return
     now = time.time()
     store = ticket.store
     local = config.local
-    if store is local or isinstance(store, MemoryStore):
-        if ticket.snap or ticket.report or pause_until or settles:
-            store.tables.settle(
-                ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until,
-                settles, now,
-            )  # fmt: skip
-        return
     args = (ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until)
     if settles:
         local.charge(settles)

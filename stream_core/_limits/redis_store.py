@@ -20,7 +20,7 @@ import anyio
 
 from .._transport import _spawn_detached
 from .stores import LimitStore
-from .window import LATE, POLL, SLACK, Snapshot
+from .window import LATE, PERIOD, POLL, SLACK, Snapshot
 
 __all__ = ["RedisStore"]
 
@@ -31,9 +31,10 @@ _COMMON = """
 local function val(x) if x == cjson.null then return nil end return x end
 local function roll(s, now)
   local r, period = s[3], s[5]
+  if period <= 0 then period = __PERIOD__ end
   s[2] = s[1]
   s[4] = s[4] + 1
-  if period > 0 then s[3] = r + period * (math.floor((now - r) / period) + 1) else s[3] = 0 end
+  s[3] = r + period * (math.floor((now - r) / period) + 1)
 end
 local function admit(entry, needs, now, route)
   local paused = entry.p or 0
@@ -80,7 +81,7 @@ local function settle(entry, snap, used, needs, report, pause_until, now)
       if not s then
         local wait = 0
         if resets_at then wait = math.max(resets_at - now, 0) end
-        names[name] = {limit, remaining or limit, resets_at or 0, 1, wait}
+        names[name] = {limit, remaining or limit, resets_at or now + __PERIOD__, 1, wait}
       else
         s[1] = limit
         if resets_at then s[5] = math.max(s[5], resets_at - now) end
@@ -108,7 +109,7 @@ local function save(key, entry)
   redis.call('SET', key, cjson.encode(entry), 'EX', __EXPIRE__)
 end
 """.replace("__POLL__", repr(POLL)).replace("__SLACK__", repr(SLACK))
-_COMMON = _COMMON.replace("__LATE__", repr(LATE))
+_COMMON = _COMMON.replace("__LATE__", repr(LATE)).replace("__PERIOD__", repr(PERIOD))
 _COMMON = _COMMON.replace("__EXPIRE__", str(_EXPIRE))
 
 _ADMIT = (

@@ -13,7 +13,8 @@ its `remaining`): our own count already holds every call sent since the report w
 so a lower figure means usage this store did not see.
 A settlement gives back what a call reserved and did not use, in the generation it was
 reserved in only. `period` is the longest reset wait seen: the next window's reset when a
-window rolls before the vendor has said. Nothing here sleeps or does I/O.
+window rolls before the vendor has said (`PERIOD` while none has been seen). Nothing here
+sleeps or does I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "LATE",
+    "PERIOD",
     "POLL",
     "SLACK",
     "admit",
@@ -40,6 +42,11 @@ LATE = 0.1
 """Seconds past a reported reset before a window counts as whole again: a call admitted
 just before the reset may reach the vendor just after it and count in the new window."""
 
+PERIOD = 60.0
+"""Seconds a window is taken to last when the vendor reports a limit with no reset (or
+only resets already past): rate limits are per minute. Without it a limit whose reset is
+never said would only count down, and every call would wait on it for ever."""
+
 SLACK = 1.0
 """Vendors round their reset times (whole seconds, `6m0s`): resets this close are the
 same window's."""
@@ -51,10 +58,10 @@ Snapshot = dict[str, int]
 
 def _roll(s: list[Any], now: float) -> None:
     """A window whose reset has passed starts whole; the next reset is a period on."""
-    r, period = s[2], s[4]
+    r, period = s[2], s[4] if s[4] > 0 else PERIOD
     s[1] = s[0]
     s[3] += 1
-    s[2] = r + period * (math.floor((now - r) / period) + 1) if period > 0 else 0.0
+    s[2] = r + period * (math.floor((now - r) / period) + 1)
 
 
 def admit(
@@ -119,7 +126,7 @@ def settle(
         if s is None:
             wait = resets_at - now if resets_at else 0.0
             avail = limit if remaining is None else remaining
-            names[name] = [limit, avail, resets_at or 0.0, 1, max(wait, 0.0)]
+            names[name] = [limit, avail, resets_at or now + PERIOD, 1, max(wait, 0.0)]
             continue
         s[0] = limit
         if resets_at:

@@ -20,6 +20,7 @@ from .._cost import compute_cost
 from .._errors import StreamFailure
 from .._limits import limiter
 from .._limits.window import POLL
+from .._transport import run_soon
 from .._types import StreamError, Usage
 from .state import CallState
 
@@ -188,10 +189,35 @@ class Admission(CallState):
         if ticket is None:
             return
         self._ticket = None
+        used, pause_until, settles = self._close_ticket(ticket, error, adapt=True)
+        try:
+            await limiter.settle(ticket, used, pause_until, settles)
+        except Exception:  # pragma: no cover - settle never raises; a bug must not either
+            pass
+
+    def _abandon_ticket(self) -> None:
+        """From `__del__`: a stream dropped unfinished and never closed gives its slot
+        back, and what it reserved is settled: at once in this process's store, on the
+        stream's event loop for a shared one (else it lapses at the limit's reset). What
+        the vendor may have counted stays reserved; no concurrency is learned."""
+        ticket = self._ticket
+        if ticket is None:
+            return
+        self._ticket = None
+        used, pause_until, settles = self._close_ticket(ticket, None, adapt=False)
+        if not limiter.settle_local(ticket, used, pause_until, settles):
+            run_soon(lambda: limiter.settle(ticket, used, pause_until, settles), self._loop)
+
+    def _close_ticket(
+        self, ticket: limiter.Ticket, error: StreamError | None, adapt: bool
+    ) -> tuple[dict[str, int], float, list[list[Any]]]:
+        """Give the attempt's slot back (and, when `adapt`, learn concurrency from how it
+        ended); what it used, the pause a 429 asks for, and each budget's settlement."""
         flow = limiter.flow(ticket.key)
         flow.in_flight -= 1
         usage = self.message.usage
         counted = usage.input or usage.output or usage.cache_read or usage.cache_write
+        used: dict[str, int]
         if not ticket.answered:
             used = {"requests": 1}  # refused or failed before an answer: no tokens
         elif counted:
@@ -220,6 +246,8 @@ class Admission(CallState):
             flow.limit = None
             if any(r[0] in _TOKEN_LIMITS for r in ticket.report):
                 flow.token_limits = True
+        elif not adapt:
+            pass
         elif limited and not flow.learned:
             flow.limit = max(1.0, (flow.limit or flow.in_flight + 1) / 2)
         elif error is None and flow.limit is not None:
@@ -235,7 +263,4 @@ class Admission(CallState):
                 else:
                     actual = worst
                 settles.append([name, worst, actual])
-        try:
-            await limiter.settle(ticket, used, pause_until, settles)
-        except Exception:  # pragma: no cover - settle never raises; a bug must not either
-            pass
+        return used, pause_until, settles

@@ -149,6 +149,10 @@ class AssistantStream(HttpStep, Finishing):
         if response is not None or chunks is not None:
             self._response = self._chunks = None
             close_soon(response, chunks, self._loop)
+        if getattr(self, "_ticket", None) is not None:
+            # Its limiter slot too, or a key whose concurrency a 429 bounded would fill
+            # with streams nobody reads and wait forever.
+            self._abandon_ticket()
 
     def __repr__(self) -> str:
         states = ("new", "connecting", "streaming", "done")
