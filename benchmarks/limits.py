@@ -173,15 +173,15 @@ def overhead(calls: int = 20_000) -> float:
     async def run() -> float:
         _, ticket, _ = await limiter.admit(key, needs, [], False)
         assert ticket is not None
-        ticket.report = report
-        await limiter.settle(ticket, needs, 0.0, [])
+        ticket.report, ticket.used = report, needs
+        await limiter.settle(ticket)
         used = {"requests": 1, "tokens": 30, "input_tokens": 10, "output_tokens": 20}
         t0 = time.perf_counter()
         for _ in range(calls):
             _, ticket, _ = await limiter.admit(key, needs, [], False)
             assert ticket is not None
-            ticket.report = report
-            await limiter.settle(ticket, used, 0.0, [])
+            ticket.report, ticket.used = report, used
+            await limiter.settle(ticket)
         return (time.perf_counter() - t0) / calls * 1e6
 
     return asyncio.run(run())

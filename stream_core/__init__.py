@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         fits_context,
     )
     from ._limits.limiter import budget_spent, configure_limits
-    from ._limits.stores import LimitStore
+    from ._limits.stores import LimitSettlement, LimitStore
     from ._models import (
         Model,
         ModelPrices,
@@ -182,7 +182,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ),
     "_history.roles": ("BashExecution", "BranchSummary", "CompactionSummary"),
     "_limits.limiter": ("budget_spent", "configure_limits"),
-    "_limits.stores": ("LimitStore",),
+    "_limits.stores": ("LimitSettlement", "LimitStore"),
     "_pipeline.stream": ("AssistantStream",),
     "_routes.route": ("Deployment", "Route", "RouteStrategy"),
     "_routes.stream": ("RouteStream",),
@@ -252,6 +252,7 @@ __all__ = [
     "ErrorKind",
     "HistoryFormatError",
     "ImageContent",
+    "LimitSettlement",
     "LimitStore",
     "Message",
     "MessageEnd",

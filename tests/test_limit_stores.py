@@ -32,7 +32,7 @@ from stream_core import (
     configure_limits,
 )
 from stream_core._limits.redis_store import RedisStore
-from stream_core._limits.stores import FileStore, MemoryStore
+from stream_core._limits.stores import FileStore, LimitSettlement, MemoryStore
 
 pytestmark = pytest.mark.anyio
 HERE = Path(__file__).parent
@@ -69,7 +69,9 @@ async def test_every_store_gives_the_same_answers(store: LimitStore) -> None:
     steps: list[Any] = []
     # Open until told; a report teaches the limits.
     steps.append(await store.admit("k", NEEDS, [], T, False))
-    await store.settle("k", {}, {"requests": 1}, NEEDS, REPORT, 0.0, [], T + 0.1)
+    await store.settle(
+        LimitSettlement("k", used={"requests": 1}, needs=NEEDS, report=REPORT), T + 0.1
+    )
     # Two fit (requests 2 left), the third waits for the reset.
     steps.append(await store.admit("k", NEEDS, [], T + 1, False))
     second = await store.admit("k", NEEDS, [], T + 1, False)
@@ -77,11 +79,12 @@ async def test_every_store_gives_the_same_answers(store: LimitStore) -> None:
     steps.append(await store.admit("k", NEEDS, [], T + 2, False))
     # A settlement gives back unused tokens in the same window only.
     snap = second[1]
-    await store.settle("k", snap, {"requests": 1, "tokens": 40}, NEEDS, [], 0.0, [], T + 3)
+    used = {"requests": 1, "tokens": 40}
+    await store.settle(LimitSettlement("k", snap=snap, used=used, needs=NEEDS), T + 3)
     # After the reset: whole again, a new generation.
     steps.append(await store.admit("k", NEEDS, [], T + 11, False))
     # A 429's pause holds every caller; a route cooldown only routes.
-    await store.settle("k", {}, {}, {}, [], T + 20, [], T + 12)
+    await store.settle(LimitSettlement("k", pause_until=T + 20), T + 12)
     steps.append(await store.admit("k", NEEDS, [], T + 13, False))
     await store.cool("other", T + 30)
     steps.append(await store.admit("other", NEEDS, [], T + 13, True))
@@ -90,7 +93,7 @@ async def test_every_store_gives_the_same_answers(store: LimitStore) -> None:
     # Budgets: all-or-nothing reservations, settled to the exact cost.
     steps.append(await store.admit("b", {}, [["x", 1.0, 0.6]], T, False))
     steps.append(await store.admit("b", {}, [["x", 1.0, 0.6]], T, False))
-    await store.settle("b", {}, {}, {}, [], 0.0, [["x", 0.6, 0.25]], T)
+    await store.settle(LimitSettlement("b", settles=[["x", 0.6, 0.25]]), T)
     steps.append(await store.spent("x"))
     steps.append(await store.admit("b", {}, [["x", 1.0, 0.6], ["y", 0.5, 0.6]], T, False))
     steps.append(await store.spent("x"))
@@ -120,12 +123,15 @@ async def test_a_limit_reported_without_a_reset_still_refills(store: LimitStore)
     than running down for good and leaving every later call waiting."""
     one = {"requests": 1}
     steps: list[Any] = []
-    await store.settle("n", {}, one, one, [["requests", 2, 1, None]], 0.0, [], T)
+    await store.settle(
+        LimitSettlement("n", used=one, needs=one, report=[["requests", 2, 1, None]]), T
+    )
     steps.append(await store.admit("n", one, [], T + 1, False))
     steps.append(await store.admit("n", one, [], T + 2, False))  # used up: until T + 60
     steps.append(await store.admit("n", one, [], T + 61, False))  # whole again
     # A reset an hour past: whole at once, the next a minute on from it.
-    await store.settle("p", {}, one, one, [["requests", 1, 0, T - 3600]], 0.0, [], T)
+    report = [["requests", 1, 0, T - 3600]]
+    await store.settle(LimitSettlement("p", used=one, needs=one, report=report), T)
     steps.append(await store.admit("p", one, [], T, False))
     steps.append(await store.admit("p", one, [], T + 1, False))
     await store.aclose()

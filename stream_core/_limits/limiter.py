@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from .stores import FileStore, LimitStore, MemoryStore
+from .stores import FileStore, LimitSettlement, LimitStore, MemoryStore
 from .window import Snapshot
 
 __all__ = [
@@ -208,10 +208,11 @@ def limit_key(provider: str, base_url: str, secret: str | None, model: str) -> s
 # --- tickets: one admitted attempt ---------------------------------------------------------
 
 
-class Ticket:
-    """One admitted attempt: what it reserved, where, and what the vendor said of it."""
+class Ticket(LimitSettlement):
+    """One admitted attempt: what it reserved, where, and what the vendor said of it;
+    when it ends, what it used (the `LimitSettlement` its store applies)."""
 
-    __slots__ = ("answered", "asks", "key", "needs", "report", "snap", "store")
+    __slots__ = ("answered", "asks", "store")
 
     def __init__(
         self,
@@ -221,12 +222,16 @@ class Ticket:
         snap: Snapshot,
         asks: list[list[Any]],
     ) -> None:
+        # The fields of `LimitSettlement` set here, not through its keywords: once per call.
         self.key = key
-        self.store = store
-        self.needs = needs
         self.snap = snap
+        self.needs = needs
+        self.used = needs  # until it ends: everything it reserved
+        self.report = []
+        self.pause_until = 0.0
+        self.settles = []
+        self.store = store
         self.asks = asks
-        self.report: list[list[Any]] = []
         self.answered = False
         """A 2xx response arrived: the vendor counts what it generates."""
 
@@ -287,41 +292,33 @@ async def admit(
     return 0.0, Ticket(key, store, needs, snap, asks), None
 
 
-def settle_local(
-    ticket: Ticket, used: dict[str, int], pause_until: float, settles: list[list[Any]]
-) -> bool:
+def settle_local(ticket: Ticket) -> bool:
     """`settle` when the ticket's store is in this process (no I/O): True when done."""
     store = ticket.store
     if not isinstance(store, MemoryStore):
         return False
-    if ticket.snap or ticket.report or pause_until or settles:
-        store.tables.settle(
-            ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until,
-            settles, time.time(),
-        )  # fmt: skip
+    store.settle_now(ticket, time.time())
     return True
 
 
-async def settle(
-    ticket: Ticket, used: dict[str, int], pause_until: float, settles: list[list[Any]]
-) -> None:
-    """The end of an admitted attempt, in the store that admitted it; never raises (a
-    store that fails keeps the reservation: it errs on the safe side)."""
-    if settle_local(ticket, used, pause_until, settles):
+async def settle(ticket: Ticket) -> None:
+    """The end of an admitted attempt (its `used`, `pause_until` and `settles` filled in),
+    in the store that admitted it; never raises (a store that fails keeps the
+    reservation: it errs on the safe side)."""
+    if settle_local(ticket):
         return
     now = time.time()
     store = ticket.store
     local = config.local
-    args = (ticket.key, ticket.snap, used, ticket.needs, ticket.report, pause_until)
-    if settles:
-        local.charge(settles)
+    if ticket.settles:
+        local.charge(ticket.settles)
     try:
         with anyio.CancelScope(shield=True), anyio.fail_after(config.timeout):
-            await store.settle(*args, settles, now)
+            await store.settle(ticket, now)
     except Exception as exc:
         logger.debug("limit store %s: settlement lost (%s)", store.name, type(exc).__name__)
-        if pause_until:
-            local.tables.settle(ticket.key, {}, {}, {}, [], pause_until, [], now)
+        if ticket.pause_until:
+            local.tables.settle(LimitSettlement(ticket.key, pause_until=ticket.pause_until), now)
 
 
 async def share_cool(key: str, until: float) -> None:

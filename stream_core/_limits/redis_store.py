@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from .._transport import _spawn_detached
-from .stores import LimitStore
+from .stores import LimitSettlement, LimitStore
 from .window import LATE, PERIOD, POLL, SLACK, Snapshot
 
 __all__ = ["RedisStore"]
@@ -282,28 +282,19 @@ class RedisStore(LimitStore):
         wait, snap, short = json.loads(await self._run(1, keys, args))
         return float(wait), snap or {}, short or None
 
-    async def settle(
-        self,
-        key: str,
-        snap: Snapshot,
-        used: dict[str, int],
-        needs: dict[str, int],
-        report: list[list[Any]],
-        pause_until: float,
-        settles: list[list[Any]],
-        now: float,
-    ) -> None:
-        if not (snap or report or pause_until or settles):
+    async def settle(self, settlement: LimitSettlement, now: float) -> None:
+        s = settlement
+        if not (s.snap or s.report or s.pause_until or s.settles):
             return
-        keys = [self._key(key), *(self._budget(s[0]) for s in settles)]
+        keys = [self._key(s.key), *(self._budget(b[0]) for b in s.settles)]
         args = [
             repr(now),
-            json.dumps(snap) if snap else "{}",
-            json.dumps(used) if used else "{}",
-            json.dumps(needs) if needs else "{}",
-            json.dumps(report),
-            repr(pause_until),
-            json.dumps([s[1:] for s in settles]),
+            json.dumps(s.snap) if s.snap else "{}",
+            json.dumps(s.used) if s.used else "{}",
+            json.dumps(s.needs) if s.needs else "{}",
+            json.dumps(s.report),
+            repr(s.pause_until),
+            json.dumps([b[1:] for b in s.settles]),
         ]
         await self._run(2, keys, args)
 

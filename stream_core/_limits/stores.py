@@ -2,8 +2,8 @@
 (`FileStore`: many worker processes, no server) or Redis (`redis_store.RedisStore`).
 
 Every store does the same four things atomically (`window` has the arithmetic): admit a
-call (rate limits and budgets at once), settle it, cool a deployment for routes, and say
-what a budget has spent. Times are Unix times from the caller's clock.
+call (rate limits and budgets at once), settle it (a `LimitSettlement`), cool a deployment
+for routes, and say what a budget has spent. Times are Unix times from the caller's clock.
 """
 
 from __future__ import annotations
@@ -20,7 +20,35 @@ from .._transport import _loop_key
 from . import window
 from .window import Entry, Snapshot
 
-__all__ = ["FileStore", "LimitStore", "MemoryStore"]
+__all__ = ["FileStore", "LimitStore", "MemoryStore", "LimitSettlement"]
+
+
+class LimitSettlement:
+    """The end of one admitted attempt, as a store applies it: what it reserved (`needs`,
+    in the generations `snap` names), what it `used`, the vendor's `report` ([name,
+    limit, remaining, resets_at] each), the Unix time a 429 pauses the key until (0:
+    none), and each budget's `settles` ([name, reserved, actual] each)."""
+
+    __slots__ = ("key", "needs", "pause_until", "report", "settles", "snap", "used")
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        snap: Snapshot | None = None,
+        needs: dict[str, int] | None = None,
+        used: dict[str, int] | None = None,
+        report: list[list[Any]] | None = None,
+        pause_until: float = 0.0,
+        settles: list[list[Any]] | None = None,
+    ) -> None:
+        self.key = key
+        self.snap: Snapshot = {} if snap is None else snap
+        self.needs: dict[str, int] = {} if needs is None else needs
+        self.used: dict[str, int] = {} if used is None else used
+        self.report: list[list[Any]] = [] if report is None else report
+        self.pause_until = pause_until
+        self.settles: list[list[Any]] = [] if settles is None else settles
 
 
 class LimitStore:
@@ -35,17 +63,8 @@ class LimitStore:
         """(seconds to wait or 0, the snapshot, the budget that does not fit or None)."""
         raise NotImplementedError
 
-    async def settle(
-        self,
-        key: str,
-        snap: Snapshot,
-        used: dict[str, int],
-        needs: dict[str, int],
-        report: list[list[Any]],
-        pause_until: float,
-        settles: list[list[Any]],
-        now: float,
-    ) -> None:
+    async def settle(self, settlement: LimitSettlement, now: float) -> None:
+        """Apply the end of an admitted attempt (see `LimitSettlement`)."""
         raise NotImplementedError
 
     async def cool(self, key: str, until: float) -> None:
@@ -86,22 +105,12 @@ class _Tables:
                 return 0.0, {}, short
         return 0.0, snap, None
 
-    def settle(
-        self,
-        key: str,
-        snap: Snapshot,
-        used: dict[str, int],
-        needs: dict[str, int],
-        report: list[list[Any]],
-        pause_until: float,
-        settles: list[list[Any]],
-        now: float,
-    ) -> None:
-        if snap or report or pause_until:
-            entry = self.keys.setdefault(key, {})
-            window.settle(entry, snap, used, needs, report, pause_until, now)
-        if settles:
-            window.budget_settle(self.spent, settles)
+    def settle(self, s: LimitSettlement, now: float) -> None:
+        if s.snap or s.report or s.pause_until:
+            entry = self.keys.setdefault(s.key, {})
+            window.settle(entry, s.snap, s.used, s.needs, s.report, s.pause_until, now)
+        if s.settles:
+            window.budget_settle(self.spent, s.settles)
 
     def prune(self, now: float) -> None:
         """Forget keys with nothing left to say (every reset and pause past an hour ago)."""
@@ -129,18 +138,12 @@ class MemoryStore(LimitStore):
     ) -> tuple[float, Snapshot, list[Any] | None]:
         return self.tables.admit(key, needs, asks, now, route)
 
-    async def settle(
-        self,
-        key: str,
-        snap: Snapshot,
-        used: dict[str, int],
-        needs: dict[str, int],
-        report: list[list[Any]],
-        pause_until: float,
-        settles: list[list[Any]],
-        now: float,
-    ) -> None:
-        self.tables.settle(key, snap, used, needs, report, pause_until, settles, now)
+    async def settle(self, settlement: LimitSettlement, now: float) -> None:
+        self.settle_now(settlement, now)
+
+    def settle_now(self, settlement: LimitSettlement, now: float) -> None:
+        """`settle` without an await: this store does no I/O."""
+        self.tables.settle(settlement, now)
         if len(self.tables.keys) > 10_000:
             self.tables.prune(now)
 
@@ -221,20 +224,8 @@ class FileStore(LimitStore):
         )
         return result
 
-    async def settle(
-        self,
-        key: str,
-        snap: Snapshot,
-        used: dict[str, int],
-        needs: dict[str, int],
-        report: list[list[Any]],
-        pause_until: float,
-        settles: list[list[Any]],
-        now: float,
-    ) -> None:
-        await self._apply(
-            lambda t: t.settle(key, snap, used, needs, report, pause_until, settles, now)
-        )
+    async def settle(self, settlement: LimitSettlement, now: float) -> None:
+        await self._apply(lambda t: t.settle(settlement, now))
 
     async def cool(self, key: str, until: float) -> None:
         await self._apply(lambda t: window.pause(t.keys.setdefault(key, {}), until, "c"))

@@ -189,9 +189,9 @@ class Admission(CallState):
         if ticket is None:
             return
         self._ticket = None
-        used, pause_until, settles = self._close_ticket(ticket, error, adapt=True)
+        self._close_ticket(ticket, error, adapt=True)
         try:
-            await limiter.settle(ticket, used, pause_until, settles)
+            await limiter.settle(ticket)
         except Exception:  # pragma: no cover - settle never raises; a bug must not either
             pass
 
@@ -204,55 +204,49 @@ class Admission(CallState):
         if ticket is None:
             return
         self._ticket = None
-        used, pause_until, settles = self._close_ticket(ticket, None, adapt=False)
-        if not limiter.settle_local(ticket, used, pause_until, settles):
-            run_soon(lambda: limiter.settle(ticket, used, pause_until, settles), self._loop)
+        self._close_ticket(ticket, None, adapt=False)
+        if not limiter.settle_local(ticket):
+            run_soon(lambda: limiter.settle(ticket), self._loop)
 
-    def _close_ticket(
-        self, ticket: limiter.Ticket, error: StreamError | None, adapt: bool
-    ) -> tuple[dict[str, int], float, list[list[Any]]]:
+    def _close_ticket(self, ticket: limiter.Ticket, error: StreamError | None, adapt: bool) -> None:
         """Give the attempt's slot back (and, when `adapt`, learn concurrency from how it
-        ended); what it used, the pause a 429 asks for, and each budget's settlement."""
+        ended); fill in what it used, the pause a 429 asks for, and each budget's
+        settlement."""
         flow = limiter.flow(ticket.key)
         flow.in_flight -= 1
         usage = self.message.usage
         counted = usage.input or usage.output or usage.cache_read or usage.cache_write
-        used: dict[str, int]
         if not ticket.answered:
-            used = {"requests": 1}  # refused or failed before an answer: no tokens
+            ticket.used = {"requests": 1}  # refused or failed before an answer: no tokens
         elif counted:
             reads = limiter.COUNTS_CACHE_READS.get(self._wire.api, True)
             taken = usage.input + usage.cache_write + (usage.cache_read if reads else 0)
-            used = {
+            ticket.used = {
                 "requests": 1,
                 "tokens": taken + usage.output,
                 "input_tokens": taken,
                 "output_tokens": usage.output,
             }
         else:
-            used = ticket.needs  # answered with no usage: the reservation stands
+            ticket.used = ticket.needs  # answered with no usage: the reservation stands
         limited = error is not None and error.kind == "rate_limit" and error.status_code == 429
-        pause_until = 0.0
         if limited:
             assert error is not None
-            now = time.time()
             if error.retry_after is not None:
-                pause_until = now + error.retry_after
+                ticket.pause_until = time.time() + error.retry_after
             else:
                 spent = [r[3] for r in ticket.report if r[2] == 0 and r[3]]
-                pause_until = max(spent, default=0.0)
+                ticket.pause_until = max(spent, default=0.0)
         if ticket.report:
             flow.learned = True
             flow.limit = None
             if any(r[0] in _TOKEN_LIMITS for r in ticket.report):
                 flow.token_limits = True
-        elif not adapt:
-            pass
-        elif limited and not flow.learned:
-            flow.limit = max(1.0, (flow.limit or flow.in_flight + 1) / 2)
-        elif error is None and flow.limit is not None:
-            flow.limit += 1 / flow.limit
-        settles: list[list[Any]] = []
+        elif adapt:
+            if limited and not flow.learned:
+                flow.limit = max(1.0, (flow.limit or flow.in_flight + 1) / 2)
+            elif error is None and flow.limit is not None:
+                flow.limit += 1 / flow.limit
         if ticket.asks:
             cost = usage.cost
             for name, _, worst in ticket.asks:
@@ -262,5 +256,4 @@ class Admission(CallState):
                     actual = cost.total
                 else:
                     actual = worst
-                settles.append([name, worst, actual])
-        return used, pause_until, settles
+                ticket.settles.append([name, worst, actual])
