@@ -153,25 +153,16 @@ class Admission(CallState):
     async def _wait_admission(self, wait: float) -> None:
         opts = self._options
         if self._pass_over:
-            raise StreamFailure(
-                StreamError(
-                    kind="rate_limit",
-                    retryable=True,
-                    retry_after=round(wait, 3),
-                    message=f"{self._model.id} is at its rate limit or cooling down (ready "
-                    f"in {wait:.2f}s); passed over, nothing was sent",
-                )
+            raise _rate_limited(
+                wait,
+                f"{self._model.id} is at its rate limit or cooling down (ready in "
+                f"{wait:.2f}s); passed over, nothing was sent",
             )
         if wait > opts.max_retry_delay:
-            raise StreamFailure(
-                StreamError(
-                    kind="rate_limit",
-                    retryable=True,
-                    retry_after=round(wait, 3),
-                    message=f"rate limit reached for {self._model.id}: the call fits in "
-                    f"{wait:.1f}s, past max_retry_delay={opts.max_retry_delay}s; nothing was "
-                    "sent",
-                )
+            raise _rate_limited(
+                wait,
+                f"rate limit reached for {self._model.id}: the call fits in {wait:.1f}s, "
+                f"past max_retry_delay={opts.max_retry_delay}s; nothing was sent",
             )
         if self._deadline is not None and anyio.current_time() + wait >= self._deadline:
             raise StreamFailure(
@@ -230,13 +221,10 @@ class Admission(CallState):
         else:
             ticket.used = ticket.needs  # answered with no usage: the reservation stands
         limited = error is not None and error.kind == "rate_limit" and error.status_code == 429
-        if limited:
-            assert error is not None
-            if error.retry_after is not None:
-                ticket.pause_until = time.time() + error.retry_after
-            else:
-                spent = [r[3] for r in ticket.report if r[2] == 0 and r[3]]
-                ticket.pause_until = max(spent, default=0.0)
+        if limited and error is not None and error.retry_after is not None:
+            # A 429's `retry_after` is its Retry-After, or else the reset of the limit its
+            # headers report used up (`http.error_of`): the key pauses until then.
+            ticket.pause_until = time.time() + error.retry_after
         if ticket.report:
             flow.learned = True
             flow.limit = None
@@ -257,3 +245,10 @@ class Admission(CallState):
                 else:
                     actual = worst
                 ticket.settles.append([name, worst, actual])
+
+
+def _rate_limited(wait: float, message: str) -> StreamFailure:
+    """An attempt that will not wait `wait` seconds for its limit: retryable after it."""
+    return StreamFailure(
+        StreamError(kind="rate_limit", retryable=True, retry_after=round(wait, 3), message=message)
+    )
