@@ -223,7 +223,7 @@ def image_types(model: Model) -> frozenset[str] | None:
 def image_note(model: Model, mime_type: str) -> str | None:
     """The text sent in place of an image whose type `model`'s vendor does not take (None:
     send the image)."""
-    allowed = IMAGE_TYPES.get(model.api)
+    allowed = image_types(model)
     if allowed is None or mime_type.lower() in allowed:
         return None
     kinds = ", ".join(sorted({t.removeprefix("image/").replace("jpg", "jpeg") for t in allowed}))

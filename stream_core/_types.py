@@ -159,14 +159,14 @@ class AssistantMessage(_Model):
     output_mode: Literal["native", "json_object", "tool"] | None = Field(
         default=None, exclude_if=lambda v: v is None
     )
+    """How the structured answer was asked for: the vendor's schema mode, its JSON mode with
+    the schema in the system prompt, or one forced tool (models without either)."""
     attempts: list[Attempt] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """With a `Route`: one record per deployment tried, the serving one last (None for a
+    call to one model)."""
     limits: list[RateLimit] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The rate limits the vendor reported with this answer (remaining, limit, reset), for
     "resets in 42 s"; None when it reported none."""
-    """With a `Route`: one record per deployment tried, the serving one last (None for a
-    call to one model)."""
-    """How the structured answer was asked for: the vendor's schema mode, its JSON mode with
-    the schema in the system prompt, or one forced tool (models without either)."""
     timestamp: int = Field(default_factory=_now_ms)
 
     def text(self) -> str:
