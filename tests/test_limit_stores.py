@@ -31,8 +31,9 @@ from stream_core import (
     complete,
     configure_limits,
 )
+from stream_core._limits.file_store import FileStore
 from stream_core._limits.redis_store import RedisStore
-from stream_core._limits.stores import FileStore, LimitSettlement, MemoryStore
+from stream_core._limits.stores import LimitSettlement, MemoryStore
 
 pytestmark = pytest.mark.anyio
 HERE = Path(__file__).parent

@@ -18,7 +18,8 @@ from typing import Any
 
 import anyio
 
-from .stores import FileStore, LimitSettlement, LimitStore, MemoryStore
+from .file_store import FileStore
+from .stores import LimitSettlement, LimitStore, MemoryStore
 from .window import Snapshot
 
 __all__ = [
