@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import struct
-import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,10 @@ from stream_core import (
     ToolCall,
     UserMessage,
 )
+
+# With the test helpers (a plain install writes Bedrock bodies without pytest); the kit's
+# users import it from here as before.
+from stream_core.testing._frames import event_stream_frame as event_stream_frame
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BASE_URL = "https://contract.test"
@@ -222,24 +225,6 @@ def _sse_frames(body: bytes) -> list[bytes]:
 
 def _ndjson_frames(body: bytes) -> list[bytes]:
     return [line + b"\n" for line in body.replace(b"\r\n", b"\n").split(b"\n") if line.strip()]
-
-
-def event_stream_frame(event: str, payload: bytes, *, message_type: str = "event") -> bytes:
-    """One AWS event-stream message with correct CRCs: `event` is the `:event-type` (or,
-    for `message_type="exception"`, the `:exception-type`)."""
-    kind = ":exception-type" if message_type == "exception" else ":event-type"
-    headers = b""
-    for name, value in (
-        (kind, event),
-        (":content-type", "application/json"),
-        (":message-type", message_type),
-    ):
-        raw = value.encode()
-        headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
-    total = 12 + len(headers) + len(payload) + 4
-    prelude = struct.pack(">II", total, len(headers))
-    head = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + payload
-    return head + struct.pack(">I", zlib.crc32(head))
 
 
 def _event_stream_frames(body: bytes) -> list[bytes]:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .._types import AssistantMessage
-from ..contract_tests.kit import event_stream_frame
 from ._faux import FauxTurn, _as_turn
+from ._frames import event_stream_frame
 
 __all__ = ["APIS", "Synthesized", "vendor_bytes"]
 
