@@ -30,6 +30,7 @@ from stream_core import (
     AssistantMessage,
     AssistantStream,
     Context,
+    ErrorKind,
     ImageContent,
     Model,
     StreamOptions,
@@ -83,6 +84,20 @@ _STOP_REASONS: dict[str, StopRule] = {
     "max_tokens": "length",
     "model_context_window_exceeded": "length",  # output cut because the window filled
     "refusal": "refusal",
+}
+
+# An `error` event's `error.type` (https://docs.anthropic.com/en/api/errors); the first type
+# for a kind is the one `vendor_bytes` writes (stream_core/testing/_codec.py).
+ERROR_TYPES: dict[str, ErrorKind] = {
+    "invalid_request_error": "invalid_request",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "not_found_error": "not_found",
+    "request_too_large": "context_overflow",
+    "rate_limit_error": "rate_limit",
+    "api_error": "server",
+    "timeout_error": "timeout",
+    "overloaded_error": "overloaded",
 }
 
 # Our usage field <- Anthropic's (snapshots: a later non-null value replaces).
@@ -462,7 +477,7 @@ def _translator(asm: Assembler) -> Translator:
             asm.finished = True
         elif kind == "error":
             vendor_type, message = vendor_error_fields(obj)
-            raise StreamFailure(error_from_vendor(vendor_type, message))
+            raise StreamFailure(error_from_vendor(vendor_type, message, extra_kinds=ERROR_TYPES))
 
     return on_event
 
@@ -536,7 +551,7 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
     body = as_object(obj, "response")
     if body.get("type") == "error" or body.get("error"):
         vendor_type, message = vendor_error_fields(body)
-        raise StreamFailure(error_from_vendor(vendor_type, message))
+        raise StreamFailure(error_from_vendor(vendor_type, message, extra_kinds=ERROR_TYPES))
     asm.set_response_id(optional_field(body, "id", str, "response"))
     asm.set_response_model(body.get("model"))
     _usage(asm, optional_field(body, "usage", dict, "response"), "response")

@@ -113,13 +113,14 @@ _USAGE_FIELDS: dict[str, str] = {
     "cache_write": "cacheWriteInputTokens",
 }
 
-# Exception messages in the stream (and their kinds where the shared table has none).
-_EXCEPTION_KINDS: dict[str, ErrorKind] = {
+# Exception messages in the stream (and their kinds where the shared table has none); the
+# first name for a kind is the one `vendor_bytes` writes (stream_core/testing/_codec.py).
+EXCEPTION_KINDS: dict[str, ErrorKind] = {
     "throttlingException": "rate_limit",
     "serviceUnavailableException": "overloaded",
     "modelNotReadyException": "overloaded",
-    "modelStreamErrorException": "server",
     "internalServerException": "server",
+    "modelStreamErrorException": "server",
     "modelTimeoutException": "timeout",
     "validationException": "invalid_request",
     "accessDeniedException": "auth",
@@ -451,7 +452,7 @@ def _exception(name: str, body: dict[str, Any]) -> StreamFailure:
             name,
             f"{name}: {message}",
             status=status if type(status) is int and 400 <= status < 600 else None,
-            extra_kinds=_EXCEPTION_KINDS,
+            extra_kinds=EXCEPTION_KINDS,
         )
     )
 
@@ -521,7 +522,7 @@ def _translator(asm: Assembler) -> Translator:
             asm.finished = stopped
         elif event == "messageStart":
             parse_json(data, event)
-        elif event in _EXCEPTION_KINDS or event.endswith("Exception"):
+        elif event in EXCEPTION_KINDS or event.endswith("Exception"):
             raise _exception(event, as_object(parse_json(data, event), event))
         # other event types: forward compatibility, ignored
 

@@ -90,8 +90,9 @@ _STOP_REASONS: dict[str, StopRule] = {
     "TOO_MANY_TOOL_CALLS": "protocol",
 }
 
-# An in-stream `{"error": {"code", "message", "status"}}` names a google.rpc status.
-_ERROR_STATUSES: dict[str, ErrorKind] = {
+# An in-stream `{"error": {"code", "message", "status"}}` names a google.rpc status; the first
+# status for a kind is the one `vendor_bytes` writes (stream_core/testing/_codec.py).
+ERROR_STATUSES: dict[str, ErrorKind] = {
     "INVALID_ARGUMENT": "invalid_request",
     "FAILED_PRECONDITION": "invalid_request",
     "OUT_OF_RANGE": "invalid_request",
@@ -414,7 +415,7 @@ def _fail(obj: dict[str, Any]) -> None:
             vendor_type,
             text,
             status=code if type(code) is int else None,
-            extra_kinds=_ERROR_STATUSES,
+            extra_kinds=ERROR_STATUSES,
         )
     )
 

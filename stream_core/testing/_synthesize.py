@@ -12,61 +12,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._types import AssistantMessage
+from . import _codec
+from ._codec import Block as _Block
+from ._codec import Turn as _Turn
 from ._faux import FauxTurn, _as_turn
 from ._frames import event_stream_frame
 
 __all__ = ["APIS", "Synthesized", "vendor_bytes"]
 
 _MODEL = "synthetic-model"
-
-
-@dataclass
-class _Block:
-    kind: str  # text | thinking | tool
-    text: str = ""
-    signature: str | None = None
-    id: str = ""
-    name: str = ""
-
-
-@dataclass
-class _Turn:
-    blocks: list[_Block] = field(default_factory=list)
-    stop: str = "stop"
-    usage: dict[str, int] = field(default_factory=dict)
-    error: tuple[str, str] | None = None
-
-
-def _read(turn: FauxTurn) -> _Turn:
-    """A faux turn's frames as blocks, stop reason, usage and error."""
-    out = _Turn()
-    by_index: dict[Any, _Block] = {}
-    for frame in turn.frames:
-        if "error" in frame:
-            out.error = (frame["error"].get("kind", "server"), frame["error"].get("message", ""))
-        elif "done" in frame:
-            out.stop = frame["done"].get("stop") or "stop"
-            out.usage = {k: int(v) for k, v in (frame["done"].get("usage") or {}).items()}
-        elif "text" in frame or "thinking" in frame or "args" in frame:
-            index = frame.get("b")
-            block = by_index.get(index)
-            if block is None:
-                if "tool" in frame:
-                    tool = frame["tool"]
-                    block = _Block("tool", id=str(tool.get("id")), name=str(tool.get("name")))
-                else:
-                    block = _Block("text" if "text" in frame else "thinking")
-                by_index[index] = block
-                out.blocks.append(block)
-            block.text += frame.get("text") or frame.get("thinking") or frame.get("args") or ""
-            if frame.get("signature"):
-                block.signature = frame["signature"]
-    return out
 
 
 def _arguments(b: _Block, api: str) -> Any:
@@ -97,15 +56,6 @@ def _ndjson(lines: list[dict[str, Any]]) -> bytes:
 
 
 # --- Anthropic Messages --------------------------------------------------------------------
-
-_ANTHROPIC_STOPS = {"stop": "end_turn", "length": "max_tokens", "tool_use": "tool_use"}
-_ANTHROPIC_ERRORS = {
-    "overloaded": "overloaded_error",
-    "rate_limit": "rate_limit_error",
-    "invalid_request": "invalid_request_error",
-    "auth": "authentication_error",
-    "not_found": "not_found_error",
-}
 
 
 def _anthropic(t: _Turn) -> bytes:
@@ -156,20 +106,21 @@ def _anthropic(t: _Turn) -> bytes:
             events.append(
                 ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": sig})
             )
-        if t.error is None:
+        if t.failed is None:
             events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    if t.error is not None:
-        kind, message = t.error
-        error = {"type": _ANTHROPIC_ERRORS.get(kind, "api_error"), "message": message}
-        events.append(("error", {"type": "error", "error": error}))
+    if t.failed is not None:
+        word, message = t.failed
+        events.append(("error", {"type": "error", "error": {"type": word, "message": message}}))
         return _sse(events)
-    stop = _ANTHROPIC_STOPS.get(t.stop, t.stop)
+    stop: dict[str, Any] = {"stop_reason": t.vendor_stop, "stop_sequence": None}
+    if t.detail:
+        stop["stop_details"] = {"explanation": t.detail}
     events.append(
         (
             "message_delta",
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "delta": stop,
                 "usage": {"output_tokens": _u(t, "output")},
             },
         )
@@ -179,8 +130,6 @@ def _anthropic(t: _Turn) -> bytes:
 
 
 # --- OpenAI Chat Completions and Mistral -----------------------------------------------------
-
-_CHAT_STOPS = {"stop": "stop", "length": "length", "tool_use": "tool_calls"}
 
 
 def _chat(t: _Turn, *, mistral: bool = False) -> bytes:
@@ -213,11 +162,11 @@ def _chat(t: _Turn, *, mistral: bool = False) -> bytes:
                 (None, chunk({"tool_calls": [{"index": calls, "function": {"arguments": b.text}}]}))
             )
             calls += 1
-    if t.error is not None:
-        kind, message = t.error
-        events.append((None, {"error": {"message": message, "type": kind, "code": None}}))
+    if t.failed is not None:
+        word, message = t.failed
+        events.append((None, {"error": {"message": message, "type": word, "code": None}}))
         return _sse(events)
-    events.append((None, chunk({}, _CHAT_STOPS.get(t.stop, t.stop))))
+    events.append((None, chunk({}, t.vendor_stop)))
     prompt = _u(t, "input") + _u(t, "cache_read") + _u(t, "cache_write")
     usage: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -347,12 +296,12 @@ def _responses(t: _Turn) -> bytes:
                 arguments=b.text,
             )
             item = {**item, "arguments": b.text, "status": "completed"}
-        if t.error is None:
+        if t.failed is None:
             add("response.output_item.done", output_index=k, item=item)
         items.append(item)
-    if t.error is not None:
-        kind, message = t.error
-        add("error", code=kind, message=message, param=None)
+    if t.failed is not None:
+        word, message = t.failed
+        add("error", code=word, message=message, param=None)
         return _sse(events)
     usage = {
         "input_tokens": _u(t, "input") + _u(t, "cache_read"),
@@ -371,8 +320,6 @@ def _responses(t: _Turn) -> bytes:
 
 
 # --- Gemini ----------------------------------------------------------------------------------
-
-_GEMINI_STOPS = {"stop": "STOP", "length": "MAX_TOKENS", "tool_use": "STOP"}
 
 
 def _gemini(t: _Turn) -> bytes:
@@ -394,9 +341,10 @@ def _gemini(t: _Turn) -> bytes:
             }
         candidate = {"content": {"role": "model", "parts": [part]}, "index": 0}
         events.append((None, {"candidates": [candidate], "modelVersion": _MODEL}))
-    if t.error is not None:
-        kind, message = t.error
-        events.append((None, {"error": {"code": 500, "message": message, "status": kind.upper()}}))
+    if t.failed is not None and t.said is not None:
+        word, message = t.failed
+        error = {"code": _codec.http_status(t.said.kind), "message": message, "status": word}
+        events.append((None, {"error": error}))
         return _sse(events)
     thoughts = _u(t, "reasoning")
     prompt = _u(t, "input") + _u(t, "cache_read")
@@ -407,18 +355,18 @@ def _gemini(t: _Turn) -> bytes:
         "cachedContentTokenCount": _u(t, "cache_read"),
         "totalTokenCount": prompt + _u(t, "output"),
     }
-    final = {
+    final: dict[str, Any] = {
         "content": {"role": "model", "parts": []},
-        "finishReason": _GEMINI_STOPS.get(t.stop, "STOP"),
+        "finishReason": t.vendor_stop,
         "index": 0,
     }
+    if t.detail:
+        final["finishMessage"] = t.detail
     events.append((None, {"candidates": [final], "usageMetadata": usage, "modelVersion": _MODEL}))
     return _sse(events)
 
 
 # --- Bedrock ConverseStream ------------------------------------------------------------------
-
-_BEDROCK_STOPS = {"stop": "end_turn", "length": "max_tokens", "tool_use": "tool_use"}
 
 
 def _bedrock(t: _Turn) -> bytes:
@@ -445,18 +393,14 @@ def _bedrock(t: _Turn) -> bytes:
                 "contentBlockDelta",
                 {"contentBlockIndex": i, "delta": {"toolUse": {"input": b.text}}},
             )
-        if t.error is None:
+        if t.failed is None:
             out += frame("contentBlockStop", {"contentBlockIndex": i})
-    if t.error is not None:
-        kind, message = t.error
-        name = {
-            "overloaded": "serviceUnavailableException",
-            "rate_limit": "throttlingException",
-        }.get(kind, "internalServerException")
+    if t.failed is not None:
+        word, message = t.failed
         return out + event_stream_frame(
-            name, json.dumps({"message": message}).encode(), message_type="exception"
+            word, json.dumps({"message": message}).encode(), message_type="exception"
         )
-    out += frame("messageStop", {"stopReason": _BEDROCK_STOPS.get(t.stop, t.stop)})
+    out += frame("messageStop", {"stopReason": t.vendor_stop})
     usage = {
         "inputTokens": _u(t, "input"),
         "outputTokens": _u(t, "output"),
@@ -471,8 +415,6 @@ def _bedrock(t: _Turn) -> bytes:
 
 
 # --- Ollama ----------------------------------------------------------------------------------
-
-_OLLAMA_STOPS = {"stop": "stop", "length": "length", "tool_use": "stop"}
 
 
 def _ollama(t: _Turn, *, chat: bool) -> bytes:
@@ -511,10 +453,10 @@ def _ollama(t: _Turn, *, chat: bool) -> bytes:
                 "done": False,
             }
         )
-    if t.error is not None:
-        lines.append({"error": t.error[1]})
+    if t.failed is not None:
+        lines.append({"error": t.failed[1]})
         return _ndjson(lines)
-    last: dict[str, Any] = {**base, "done": True, "done_reason": _OLLAMA_STOPS.get(t.stop, "stop")}
+    last: dict[str, Any] = {**base, "done": True, "done_reason": t.vendor_stop}
     if chat:
         last["message"] = {"role": "assistant", "content": ""}
     else:
@@ -570,7 +512,7 @@ def vendor_bytes(
         if faux.retry_after is not None:
             meta["headers"]["retry-after"] = f"{faux.retry_after:g}"
         return Synthesized(faux.http_body, meta)
-    read = _read(faux)
+    read = _codec.read_turn(faux, api)
     body = writer[0](read).replace(_MODEL.encode(), model.encode())
     meta.update(status=200, headers={"content-type": writer[1]}, expect=_expect(read))
     return Synthesized(body, meta)
@@ -591,9 +533,9 @@ def _expect(t: _Turn) -> dict[str, Any]:
                 arguments = None
             content.append({"type": "tool_call", "name": b.name, "arguments": arguments})
     expect: dict[str, Any] = {"content": content}
-    if t.error is not None:
+    if t.error is not None and t.said is not None:
         expect["stop_reason"] = "error"
-        expect["error_kind"] = t.error[0]
+        expect["error_kind"] = t.said.kind
     else:
         expect["stop_reason"] = t.stop
     return expect

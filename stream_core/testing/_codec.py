@@ -1,0 +1,187 @@
+"""How `vendor_bytes` says a stop reason and an error kind in each built-in API.
+
+Read from the providers' own tables (each one's `WIRE.stop_reasons` and the error table its
+decoder gives `error_from_vendor`), never written a second time: what the writer sends is
+what the reader reads. A kind is said by an error event where the API's error table has a
+word for it, else by a stop reason where its stop table has one (Anthropic's `refusal`,
+Gemini's `SAFETY`, Bedrock's `guardrail_intervened`). The kinds an API has no word for are
+`UNEXPRESSED` (the testing guide lists them): written as the API's own server error, they
+come back `server`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Literal
+
+from .._errors import STATUS_KINDS, is_context_overflow
+from .._types import ErrorKind
+from ._faux import FauxTurn
+
+__all__ = ["UNEXPRESSED", "Block", "ErrorWord", "Turn", "error_word", "read_turn", "stop_word"]
+
+_ALL_KINDS: frozenset[ErrorKind] = frozenset(typing.get_args(ErrorKind))
+_CLIENT: frozenset[ErrorKind] = frozenset({"network", "aborted", "invalid_output", "budget"})
+"""Kinds the client finds (a dropped connection, the caller's cancel, an answer that fails
+its schema, a spent budget): no vendor sends them in Anthropic, Gemini, Bedrock or Ollama."""
+
+UNEXPRESSED: dict[str, frozenset[ErrorKind]] = {
+    "anthropic-messages": _CLIENT | {"content_filter", "protocol"},
+    "google-generative-ai": _CLIENT | {"context_overflow", "refusal"},
+    "bedrock-converse-stream": _CLIENT | {"context_overflow", "refusal", "protocol"},
+    # A mid-stream Ollama error is a bare message: `{"error": "..."}`.
+    "ollama-chat": _ALL_KINDS - {"server"},
+    "ollama-generate": _ALL_KINDS - {"server"},
+}
+"""The error kinds each API has no word for in a stream (APIs not named say every kind:
+the OpenAI-style error events name it). `vendor_bytes` writes them as the API's server
+error: they come back `server`, or `context_overflow` when the message is worded so."""
+
+_MODULES = {
+    "anthropic-messages": ("anthropic", "ERROR_TYPES"),
+    "google-generative-ai": ("google", "ERROR_STATUSES"),
+    "bedrock-converse-stream": ("bedrock", "EXCEPTION_KINDS"),
+    "openai-completions": ("openai_completions", None),
+    "mistral-conversations": ("mistral", None),
+    "openai-responses": ("openai_responses", None),
+    "ollama-chat": ("ollama", ""),
+    "ollama-generate": ("ollama", ""),
+}
+"""Each API's provider module and its table of error words: None where the error event
+names the kind itself (OpenAI-style `type` / `code`, read by `error_from_vendor`), "" where
+the API has no error words (a bare message, read as `server`)."""
+
+
+@dataclass(frozen=True)
+class ErrorWord:
+    """How an error kind is said: `event` (an error event with `word` as its type, code,
+    status or exception name) or `stop` (`word` as the stop reason), and the `kind` the
+    provider reads back."""
+
+    how: Literal["event", "stop"]
+    word: str
+    kind: ErrorKind
+
+
+def _first(table: Mapping[str, str], value: str) -> str | None:
+    return next((word for word, means in table.items() if means == value), None)
+
+
+@cache
+def _tables(api: str) -> tuple[Mapping[str, str], Mapping[str, ErrorKind] | None]:
+    """(stop table, error table) of `api`'s provider."""
+    module_name, table = _MODULES[api]
+    module = importlib.import_module(f"stream_core.providers.{module_name}")
+    wire = module.GENERATE_WIRE if api == "ollama-generate" else module.WIRE
+    if table is None:
+        errors: Mapping[str, ErrorKind] | None = None
+    else:
+        errors = getattr(module, table) if table else {}
+    return wire.stop_reasons, errors
+
+
+def stop_word(api: str, stop: str) -> str:
+    """The vendor's stop value for a portable stop reason (`stop`, `length`, `tool_use`):
+    the first its provider reads as that (a call's stop is `stop` where the API has none)."""
+    stops = _tables(api)[0]
+    return _first(stops, stop) or _first(stops, "stop" if stop == "tool_use" else stop) or stop
+
+
+def error_word(api: str, kind: ErrorKind, message: str = "") -> ErrorWord:
+    """How `api` says `kind` mid-stream (see the module's docstring)."""
+    if kind in UNEXPRESSED.get(api, ()):
+        said = error_word(api, "server")
+        back: ErrorKind = "context_overflow" if is_context_overflow(message) else "server"
+        return ErrorWord(said.how, said.word, back)
+    stops, errors = _tables(api)
+    if errors is None:
+        word: str | None = kind
+    else:
+        word = _first(errors, kind) if errors else ""
+    if word is not None:
+        back = kind
+        if kind in ("invalid_request", "server") and is_context_overflow(message):
+            back = "context_overflow"  # the provider reads the wording too
+        return ErrorWord("event", word, back)
+    stop = _first(stops, kind)
+    if stop is None:
+        raise AssertionError(f"{api} has no word for {kind!r}: add it to UNEXPRESSED")
+    return ErrorWord("stop", stop, kind)
+
+
+def http_status(kind: ErrorKind) -> int:
+    """The HTTP status an error event of `kind` carries (500 where no status means it)."""
+    return next((status for status, means in STATUS_KINDS.items() if means == kind), 500)
+
+
+# --- a faux turn as the writers read it ------------------------------------------------------
+
+
+@dataclass
+class Block:
+    kind: str  # text | thinking | tool
+    text: str = ""
+    signature: str | None = None
+    id: str = ""
+    name: str = ""
+
+
+@dataclass
+class Turn:
+    blocks: list[Block] = field(default_factory=list)
+    stop: str = "stop"
+    usage: dict[str, int] = field(default_factory=dict)
+    error: tuple[str, str] | None = None  # (kind, message) as scripted
+    said: ErrorWord | None = None  # how the API says the error
+    vendor_stop: str = ""  # the API's stop value (an error's, where a stop says it)
+
+    @property
+    def failed(self) -> tuple[str, str] | None:
+        """(the API's error word, message) when an error event ends the turn."""
+        if self.error is None or self.said is None or self.said.how != "event":
+            return None
+        return self.said.word, self.error[1]
+
+    @property
+    def detail(self) -> str | None:
+        """An error's message where a stop reason says the error."""
+        return self.error[1] if self.error is not None and self.failed is None else None
+
+
+def read_turn(turn: FauxTurn, api: str) -> Turn:
+    """A faux turn's frames as blocks, stop reason, usage and error, said in `api`."""
+    out = Turn()
+    by_index: dict[Any, Block] = {}
+    for frame in turn.frames:
+        if "error" in frame:
+            out.error = (frame["error"].get("kind", "server"), frame["error"].get("message", ""))
+        elif "done" in frame:
+            out.stop = frame["done"].get("stop") or "stop"
+            out.usage = {k: int(v) for k, v in (frame["done"].get("usage") or {}).items()}
+        elif "text" in frame or "thinking" in frame or "args" in frame:
+            index = frame.get("b")
+            block = by_index.get(index)
+            if block is None:
+                if "tool" in frame:
+                    tool = frame["tool"]
+                    block = Block("tool", id=str(tool.get("id")), name=str(tool.get("name")))
+                else:
+                    block = Block("text" if "text" in frame else "thinking")
+                by_index[index] = block
+                out.blocks.append(block)
+            block.text += frame.get("text") or frame.get("thinking") or frame.get("args") or ""
+            if frame.get("signature"):
+                block.signature = frame["signature"]
+    out.vendor_stop = stop_word(api, out.stop)
+    if out.error is not None:
+        kind, message = out.error
+        if kind not in _ALL_KINDS:
+            raise ValueError(f"vendor_bytes: {kind!r} is not an error kind (see ErrorKind)")
+        out.said = error_word(api, kind, message)
+        if out.said.how == "stop":
+            out.vendor_stop = out.said.word
+    return out
