@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from ._content import _Model
 
@@ -65,6 +65,11 @@ class Usage(_Model):
     """`input + output + cache_read + cache_write`: computed when not given
     (`Usage(input=10, output=5).total_tokens == 15`)."""
     cost: Cost | None = None
+    clamped: dict[str, int] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The vendor's own counts, by field, of those it reported beyond what the request
+    could produce (output past its `max_tokens`, input past the model's context window):
+    the counts above are then clamped to those bounds, and so is the cost a budget is
+    charged. None when the vendor's usage was within them."""
 
     @model_validator(mode="after")
     def _fill_total(self) -> Usage:

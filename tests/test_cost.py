@@ -321,7 +321,10 @@ async def test_a_400_digit_usage_from_the_vendor_ends_the_stream_normally() -> N
 
     assert message.text() == "ok"
     assert message.stop_reason == "stop" and message.error is None
-    assert message.usage.cost is None
+    # Clamped to the context window (per server-side round), priced; the count is kept.
+    assert message.usage.input == 10 * model.context_window
+    assert message.usage.clamped == {"input": HUGE}
+    assert message.usage.cost is not None
 
 
 def test_long_cache_is_honored_by_anthropic_itself_and_other_apis() -> None:

@@ -16,7 +16,8 @@ from typing import Any
 
 import anyio
 
-from .._errors import redact
+from .._cost import compute_cost
+from .._errors import first_time, quote, redact
 from .._events import MessageEnd, MessageStart
 from .._output import read_output
 from .._transport import drain_later
@@ -33,6 +34,22 @@ _SETTLE_TURNS = 16
 _INLINE_OUTPUT = 64 * 1024
 """A JSON-Schema answer up to this many characters is read on the loop (microseconds);
 a longer one, or any answer validated by a class, in a worker thread."""
+
+
+_THINKING_OUTPUT = 2048
+"""The output limit a thinking call may be raised to past its `max_tokens` (Anthropic's and
+Bedrock's 1,024-token minimum budget plus 1,024 for the answer)."""
+
+_SERVER_ROUNDS = 10
+"""Sampling rounds one answer may hold (Anthropic's server-side tool loop stops for a
+`pause_turn` after 10): its input may reach this many times the prompt."""
+
+_warned_clamps: set[tuple[str, ...]] = set()
+
+
+def _count_text(count: int) -> str:
+    """A count for a log line: a vendor's may run to hundreds of digits."""
+    return f"{count:,}" if count < 10**18 else f"a {len(str(count))}-digit number"
 
 
 _otel_module: Any = None
@@ -144,6 +161,7 @@ class Finishing(CallState):
             )
         if m.stop_reason == "length" and not m.usage.output and not m.content and not m.error:
             self._silent_overflow()
+        self._clamp_usage()
         if self._ticket is not None:
             await self._settle(m.error)
         if self._started is not None:
@@ -182,6 +200,58 @@ class Finishing(CallState):
             f"request (about {used:,} input tokens) does not fit its context window of "
             f"{window:,} tokens",
         )
+
+    def _clamp_usage(self) -> None:
+        """Hold the usage to what the request could produce, before a budget or a limit is
+        charged with it: output to the output limit sent (`max_tokens`, else the model's;
+        with thinking, at least the 2,048 a thinking call may be raised to) and the prompt
+        (input, cache reads and writes) to the context window, or the request's size in
+        bytes if larger (no token is shorter than a byte), for each of `_SERVER_ROUNDS`
+        rounds: a server-side tool (web search, code execution) samples again within one
+        answer, re-reading the prompt, and the vendor sums the rounds' input. The vendor's
+        own counts are kept on `usage.clamped`; one answer claiming 10**20 tokens cannot
+        spend a budget."""
+        u, model, opts = self.message.usage, self._model, self._options
+        out_cap = opts.max_tokens or model.max_tokens
+        prompt_cap = model.context_window
+        if not isinstance(out_cap, int) or not isinstance(prompt_cap, int):
+            return  # a model changed without validation: nothing to bound by
+        if opts.thinking_budget() is not None:
+            out_cap = max(out_cap, _THINKING_OUTPUT)
+        request = self._request
+        if request is not None:
+            try:
+                prompt_cap = max(prompt_cap, len(request.content))
+            except Exception:  # noqa: BLE001 - a streamed body has no length: the window
+                pass
+        prompt_cap *= _SERVER_ROUNDS
+        clamped: dict[str, int] = {}
+        if out_cap > 0 and u.output > out_cap:
+            clamped["output"] = u.output
+            u.output = out_cap
+            u.reasoning = min(u.reasoning, out_cap)
+        if prompt_cap > 0 and u.input + u.cache_read + u.cache_write > prompt_cap:
+            left = prompt_cap
+            # The dearest first, so a clamp never prices the prompt below the bound's cost.
+            for name in ("cache_write", "input", "cache_read"):
+                value = getattr(u, name)
+                if value > left:
+                    clamped[name] = value
+                    setattr(u, name, left)
+                left -= min(value, left)
+        if not clamped:
+            return
+        u.clamped = clamped
+        u.total_tokens = u.input + u.output + u.cache_read + u.cache_write
+        u.cost = compute_cost(model, u, self._pricing)
+        if first_time(_warned_clamps, model.provider, model.id):
+            logger.warning(
+                "%s/%s reported usage beyond what the request could produce (%s); clamped "
+                "to the request's bounds (usage.clamped keeps the vendor's counts)",
+                quote(model.provider),
+                quote(model.id),
+                ", ".join(f"{k}={_count_text(v)}" for k, v in clamped.items()),
+            )
 
     def _record_timing(self) -> None:
         m, started, first = self.message, self._started, self._asm.first_update
