@@ -109,7 +109,18 @@ def vendor_error_fields(data: Any) -> tuple[str | None, str]:
     detail (`metadata.raw`) is appended.
 
     Vendor JSON of any shape gives strings (never raises): a field of the wrong type is
-    shown as its JSON text, or skipped where a name is due."""
+    shown as its JSON text, or skipped where a name is due. The message is never blank: an
+    error that says nothing is named by its type."""
+    kind, message = _fields(data)
+    if not message.strip():
+        message = f"the vendor's error said nothing (type {kind})" if kind else _NOTHING_SAID
+    return kind, message
+
+
+_NOTHING_SAID = "the vendor's error said nothing"
+
+
+def _fields(data: Any) -> tuple[str | None, str]:
     err = data.get("error", data) if type(data) is dict else data
     if type(err) is str:
         # A flat body: {"error": "...", "error_type": "..."} (TGI and others) or "type".
@@ -124,7 +135,11 @@ def vendor_error_fields(data: Any) -> tuple[str | None, str]:
     kind = _name(err.get("type")) or _name(err.get("code"))
     code = _name(err.get("code"))
     message = next(
-        (_as_text(v) for v in (err.get("message"), err.get("detail")) if v not in (None, "")),
+        (
+            _as_text(v)
+            for v in (err.get("message"), err.get("detail"))
+            if v is not None and _as_text(v).strip()
+        ),
         kind or "unknown error",
     )
     metadata = err.get("metadata")
