@@ -384,9 +384,20 @@ def _rates(
     return result
 
 
+def _by_the_hour(found: _Found) -> bool:
+    """Whether the price depends on the time of day (DeepSeek's off-peak discount)."""
+    prices = found.model.prices
+    return isinstance(prices, list) and any("start_time" in p for p in prices)
+
+
 def _genai_cost(
     found: _Found, usage: Usage, context: CostContext, now: datetime | None = None
 ) -> Cost | None:
+    if found.fallback and _by_the_hour(found):
+        # Borrowed from another vendor's table (Azure's DeepSeek R1 from DeepSeek's): its
+        # hours are that vendor's, not this one's, which prices flat. The model's own
+        # list price applies.
+        return None
     rates = _rates(found, context, now)
     if rates is None:
         return None
@@ -417,8 +428,10 @@ def _genai_cost(
 
 
 def _list_cost(model: Model, usage: Usage) -> Cost | None:
+    """The cost at the model's own prices; None when it has none (`prices=None` set past
+    validation included: an unknown price is never 0) or one is not a price (negative)."""
     p = model.prices
-    if p.input is None or p.output is None:
+    if not isinstance(p, ModelPrices) or p.input is None or p.output is None:
         return None
     parts = []
     for tokens, price in (
@@ -431,6 +444,8 @@ def _list_cost(model: Model, usage: Usage) -> Cost | None:
             if tokens:
                 return None
             parts.append(0.0)
+        elif not isinstance(price, (int, float)) or not 0 <= price < math.inf:
+            return None
         else:
             parts.append(tokens * price / 1_000_000)
     return Cost(
@@ -442,14 +457,23 @@ def _list_cost(model: Model, usage: Usage) -> Cost | None:
     )
 
 
-def compute_cost(model: Model, usage: Usage, context: CostContext | None = None) -> Cost | None:
-    """USD for `usage` on `model`; None when a needed price is unknown or the numbers are
-    beyond pricing (negative, or too large for a float). Never raises."""
+def compute_cost(
+    model: Model,
+    usage: Usage,
+    context: CostContext | None = None,
+    *,
+    at: datetime | None = None,
+) -> Cost | None:
+    """USD for `usage` on `model` at the moment `at` (for a dated or time-of-day price;
+    default now); None when a needed price is unknown or the numbers are beyond pricing (negative,
+    or too large for a float). Never raises."""
     if min(usage.input, usage.output, usage.cache_read, usage.cache_write) < 0:
         return None
+    if at is not None:
+        at = at.astimezone(UTC)  # prices change on UTC dates and hours; naive is local
     try:
         found = _genai_model(model)
-        cost = None if found is None else _genai_cost(found, usage, context or _DEFAULT)
+        cost = None if found is None else _genai_cost(found, usage, context or _DEFAULT, at)
         if cost is None:
             cost = _list_cost(model, usage)
     except Exception:  # noqa: BLE001 - price data must not break a message
@@ -465,7 +489,7 @@ def list_prices(model: Model) -> ModelPrices:
     standard service, 5-minute cache writes): genai-prices' where it knows the model."""
     try:
         found = _genai_model(model)
-        if found is not None:
+        if found is not None and not (found.fallback and _by_the_hour(found)):
             p = _prices_at(found, datetime.now(tz=UTC), None)
 
             def base(value: Any) -> float | None:
@@ -484,4 +508,4 @@ def list_prices(model: Model) -> ModelPrices:
                 return found_prices
     except Exception:  # noqa: BLE001 - as in compute_cost
         pass
-    return model.prices
+    return model.prices if isinstance(model.prices, ModelPrices) else ModelPrices()

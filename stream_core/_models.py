@@ -12,8 +12,8 @@ import functools
 import importlib
 import os
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import from_json
@@ -31,10 +31,10 @@ class ModelPrices(BaseModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    input: float | None = None
-    output: float | None = None
-    cache_read: float | None = None
-    cache_write: float | None = None
+    input: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    output: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    cache_read: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    cache_write: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class Model(BaseModel):
@@ -42,7 +42,13 @@ class Model(BaseModel):
     provider, the `provider` that serves and bills it, its `base_url`, limits
     (`context_window`, `max_tokens`), `prices` and capabilities. `get_model` gives the
     catalog's; construct one for any other endpoint (a local server, a gateway) with the
-    same fields."""
+    same fields.
+
+    Re-point one (another base URL, id, provider or prices) with `model.replace(...)`, or
+    pydantic's `model.model_copy(update=...)`: both check the changes as the constructor
+    does (pydantic's own `model_copy` would not), so `replace(prices=None)` raises rather
+    than leave a model that a budget cannot price. The key is not part of a model: give it
+    to the call (`StreamOptions(api_key=...)`) or in the provider's variable."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -70,6 +76,28 @@ class Model(BaseModel):
 
     def __repr__(self) -> str:
         return f"Model(provider={self.provider!r}, id={self.id!r}, api={self.api!r})"
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with `changes`, checked as the constructor checks them (a bad base URL,
+        header or price raises `pydantic.ValidationError`, a `ValueError`):
+        `get_model("openai", "gpt-4o").replace(base_url="https://gateway.example/v1",
+        id="gpt-4o-team")`. Prices stay those of the model unless changed; a copy whose id
+        the price table does not know is priced by them."""
+        return self.model_copy(update=changes)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy, with `update` validated as the constructor would (unknown
+        fields and bad values raise)."""
+        if update:
+            fields = type(self).model_fields
+            current = {name: getattr(self, name) for name in fields}
+            checked = type(self).model_validate({**current, **update})
+            update = {name: getattr(checked, name) for name in update}
+        return super().model_copy(update=update, deep=deep)
+
+    def __replace__(self, **changes: Any) -> Self:
+        # `copy.replace(model, ...)` (Python 3.13): validated too.
+        return self.model_copy(update=changes)
 
     def capabilities(self) -> Capabilities:
         """What this model takes, before the call: each control and how it is sent, the

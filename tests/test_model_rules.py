@@ -7,6 +7,7 @@ Bedrock history calls); a model no rule names keeps its API's behaviour; and
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -265,6 +266,12 @@ def test_capabilities_say_what_the_rules_say() -> None:
 # --- one price per model ---------------------------------------------------------------------
 
 
+# A moment the shipped list prices hold (after the table's last dated change, within
+# DeepSeek's standard hours): dated and time-of-day prices never depend on when tests run.
+_PRICED_AT = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
+_OFF_PEAK = datetime(2026, 12, 2, 20, 0, tzinfo=UTC)  # DeepSeek's discount hours
+
+
 def test_every_catalog_model_is_priced_as_its_cost_is_computed() -> None:
     from stream_core import Usage
     from stream_core.provider import compute_cost
@@ -272,15 +279,18 @@ def test_every_catalog_model_is_priced_as_its_cost_is_computed() -> None:
     checked = 0
     for model in list_models():
         p = model.prices
-        cost = compute_cost(model, Usage(input=1000, output=1000))
-        if p.input is None or p.output is None or cost is None:
-            continue
-        checked += 1
-        assert (round(cost.input * 1000, 9), round(cost.output * 1000, 9)) == (
-            round(p.input, 9),
-            round(p.output, 9),
-        ), (model.provider, model.id, p, cost)
-    assert checked > 500
+        for at in (_PRICED_AT, _OFF_PEAK):
+            if at is _OFF_PEAK and model.provider == "deepseek":
+                continue  # only DeepSeek's own API has an off-peak price
+            cost = compute_cost(model, Usage(input=1000, output=1000), at=at)
+            if p.input is None or p.output is None or cost is None:
+                continue
+            checked += 1
+            assert (round(cost.input * 1000, 9), round(cost.output * 1000, 9)) == (
+                round(p.input, 9),
+                round(p.output, 9),
+            ), (model.provider, model.id, p, cost, at)
+    assert checked > 1000
     mistral = get_model("mistral", "mistral-large-latest")
     cost = compute_cost(mistral, Usage(input=1_000_000, output=1_000_000))
     assert cost is not None and cost.input == mistral.prices.input
