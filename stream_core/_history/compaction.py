@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from .._types import (
     AssistantMessage,
     Context,
+    CustomMessage,
     Message,
+    ModelMessage,
     ToolResultMessage,
     UserMessage,
+    expand_message,
     total_usage,
 )
 from .roles import CompactionSummary
@@ -29,7 +32,9 @@ def compaction_cut(messages: Sequence[Message], keep_tokens: int) -> int:
     """The index to cut `messages` at: `messages[:i]` may be summarized, `messages[i:]` are
     kept. The kept part is the longest tail that fits `keep_tokens` (estimated), moved
     earlier until no tool call is kept without its results nor a result without its call,
-    and never later than the last user message. 0: nothing can be cut."""
+    and never later than the last user message. A record of a registered role counts as
+    what it is sent as (`to_messages()`): a call or a result. Linear in the history.
+    0: nothing can be cut."""
     if isinstance(keep_tokens, bool) or not isinstance(keep_tokens, int) or keep_tokens < 0:
         raise ValueError(f"keep_tokens must be an int of at least 0, not {keep_tokens!r}")
     cut = len(messages)
@@ -40,26 +45,49 @@ def compaction_cut(messages: Sequence[Message], keep_tokens: int) -> int:
             break
         kept += size
         cut -= 1
+    sent = [_sent_as(m, i) for i, m in enumerate(messages)]
     last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=0)
     cut = min(cut, last_user)
-    while cut > 0 and _splits_a_pair(messages, cut):
+    reach = _pair_reach(sent)
+    # A cut splits a pair when the first kept message is a result (its call is before the
+    # cut), or when a call before the cut has a result at or after it.
+    while cut > 0 and (_opens_with_result(sent[cut]) or reach[cut] < cut):
         cut -= 1
     return cut
 
 
-def _splits_a_pair(messages: Sequence[Message], cut: int) -> bool:
-    """Whether cutting before `messages[cut]` separates a call from its result: the first
-    kept message is a result (its call is before the cut), or a message before the cut
-    holds a call whose result is kept."""
-    if isinstance(messages[cut], ToolResultMessage):
-        return True
-    kept_results = {m.tool_call_id for m in messages[cut:] if isinstance(m, ToolResultMessage)}
-    if not kept_results:
-        return False
-    for m in messages[:cut]:
-        if isinstance(m, AssistantMessage) and any(c.id in kept_results for c in m.tool_calls()):
-            return True
-    return False
+def _sent_as(message: Message, index: int) -> list[ModelMessage]:
+    if isinstance(message, CustomMessage):
+        return expand_message(message, f"messages[{index}]")
+    return [message]
+
+
+def _opens_with_result(forms: list[ModelMessage]) -> bool:
+    return bool(forms) and isinstance(forms[0], ToolResultMessage)
+
+
+def _pair_reach(sent: list[list[ModelMessage]]) -> list[int]:
+    """`reach[k]`: the earliest message holding a call whose result is at `k` or later
+    (`len(sent)` when there is none): cutting at `k` splits a pair when `reach[k] < k`. One
+    pass to find each call id's first message, one for the results, one for the suffix
+    minimum."""
+    first_call: dict[str, int] = {}
+    for i, forms in enumerate(sent):
+        for form in forms:
+            if isinstance(form, AssistantMessage):
+                for call in form.tool_calls():
+                    first_call.setdefault(call.id, i)
+    n = len(sent)
+    reach = [n] * (n + 1)
+    for i, forms in enumerate(sent):
+        for form in forms:
+            if isinstance(form, ToolResultMessage):
+                at = first_call.get(form.tool_call_id, n)
+                if at < i:
+                    reach[i] = min(reach[i], at)
+    for k in range(n - 1, -1, -1):
+        reach[k] = min(reach[k], reach[k + 1])
+    return reach
 
 
 def compact(context: Context, summary: str, keep_tokens: int) -> Context:
