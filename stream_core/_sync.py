@@ -32,6 +32,7 @@ import anyio
 from ._events import AssistantStreamEvent, MessageEnd
 from ._models import Model
 from ._options import StreamOptions
+from ._pipeline import state as _call_state
 from ._pipeline.stream import AssistantStream
 from ._registry import stream
 from ._types import AssistantMessage, Context
@@ -117,6 +118,7 @@ class SyncStream:
     ) -> None:
         self._stream = astream
         self._loop = loop
+        self._fork = _call_state._forks
         self._batch: deque[AssistantStreamEvent] = deque()
         self._done = False
         self._closed = False
@@ -176,6 +178,7 @@ class SyncStream:
         self._closed = True
         if self._done or _exiting:
             return  # finished, or the loop is stopping with the interpreter
+        self._after_fork()
         if threading.get_ident() == _loop_thread:
             # Dropped on the loop thread itself (a cycle collected there): it must not wait
             # on itself, so the close runs as a task of its own.
@@ -204,9 +207,19 @@ class SyncStream:
 
     # --- on the caller's thread -----------------------------------------------------------
 
+    def _after_fork(self) -> None:
+        """In a child after `fork()` the loop this stream ran on has no thread: waiting on
+        it would hang. The child's own loop runs the steps; the stream then ends at once,
+        saying it was opened before the fork."""
+        if self._fork != _call_state._forks:
+            self._fork = _call_state._forks
+            self._loop = _get_loop()
+            self._turn = self._scope = None
+
     def _call(self, step: Callable[[], Coroutine[Any, Any, T]]) -> T:
         if threading.get_ident() == _loop_thread:
             raise RuntimeError("a sync call cannot run on stream-core's own loop; use stream()")
+        self._after_fork()
         # The step runs in a copy of this thread's context variables (a current span, say),
         # minus the async library the caller may be running under (trio): ours is asyncio.
         context = contextvars.copy_context()
