@@ -52,6 +52,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             made = vendor_bytes(turn, args.api, model=args.model)
         except ValueError as exc:
             return usage_error(err, f"turn {n}: {exc}")
-        made.write(folder / str(n))
+        try:
+            made.write(folder / str(n))
+        except OSError as exc:
+            return usage_error(err, f"turn {n}: {exc}")
     out.write(f"wrote {len(turns)} recording(s) for {args.api} to {folder}\n")
     return 0

@@ -10,7 +10,10 @@ recording. Each API's bytes replay through its provider to the scripted message.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -490,11 +493,32 @@ class Synthesized:
     meta: dict[str, Any]
 
     def write(self, path: str | Path) -> Path:
-        """Write `<path>.body` and `<path>.json`; returns the `.body` path."""
+        """Write `<path>.body` and `<path>.json`; returns the `.body` path. Each is written
+        whole to a new file, then moved in place: a symbolic link at either name is
+        refused (`OSError`), never followed."""
         body = Path(path).with_suffix(".body")
-        body.write_bytes(self.body)
-        body.with_suffix(".json").write_text(json.dumps(self.meta, indent=2) + "\n", "utf-8")
+        meta = (json.dumps(self.meta, indent=2) + "\n").encode()
+        for target in (body, body.with_suffix(".json")):
+            if target.is_symlink():
+                raise OSError(f"{target}: a symbolic link; vendor_bytes writes through none")
+        _replace(body, self.body)
+        _replace(body.with_suffix(".json"), meta)
         return body
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """`data` as `target`: a new file (`mkstemp` opens with O_EXCL) moved over the name, so
+    a link planted there after the check is replaced, its target untouched."""
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(temp, 0o644)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def vendor_bytes(
