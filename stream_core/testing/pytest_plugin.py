@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from stream_core import list_providers
 from stream_core.provider import WireAPI, register_provider
 
 # The kit's plain asserts show their operands on failure, as a test module's do; this
@@ -100,9 +101,7 @@ def _fake_vendor_fixture(request: pytest.FixtureRequest) -> Iterator[Callable[..
             if isinstance(source, (str, Path)):
                 resolved[model] = _beside(here, source)
             else:
-                resolved[model] = [
-                    _beside(here, r) if isinstance(r, (str, Path)) else r for r in source
-                ]
+                resolved[model] = [_beside_item(here, r) for r in source]
         where = _beside(here, root) if root is not None else None
         server = fake_vendor(where, scenarios=resolved, **kwargs)
         started.append(server)
@@ -111,6 +110,20 @@ def _fake_vendor_fixture(request: pytest.FixtureRequest) -> Iterator[Callable[..
     yield make
     for server in started:
         server.stop()
+
+
+def _beside_item(here: Path, item: Any) -> Any:
+    """A scenario list's entry: a path beside the test file when it is there; a string
+    that names no file stays a string (the text of a scripted answer, `load_scenario`)."""
+    if isinstance(item, Path):
+        return _beside(here, item)
+    if isinstance(item, str):
+        try:
+            beside = _beside(here, item)
+        except (OSError, ValueError):  # a long text, a NUL: no file name
+            return item
+        return beside if beside != Path(item) else item
+    return item
 
 
 def _beside(here: Path, name: str | Path) -> Path:
@@ -154,12 +167,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if apis:
         kit.UNDER_TEST = apis
     dirs = []
+    known = apis or [e.api for e in list_providers()]
     for folder in folders:
         d = Path(folder).resolve()
         if not d.is_dir():
             raise pytest.UsageError(f"--stream-core-fixtures: {d} is not a folder")
-        # The API's own folder (`DIR/<api>/`) names its parent: recordings are found by API.
-        dirs.append(d.parent if any(d.glob("*.body")) else d)
+        if any(d.glob("*.body")):
+            if d.name not in known:
+                raise pytest.UsageError(_layout_error(d, known))
+            # The API's own folder (`DIR/<api>/`) names its parent: recordings are found by API.
+            d = d.parent
+        dirs.append(d)
     # A plugin is checked on its own recordings; the built-ins keep theirs beside any extra.
     kit.FIXTURE_DIRS = dirs if modules else [*kit.FIXTURE_DIRS, *dirs]
     suite = str(Path(str(kit.__file__)).parent)
@@ -168,6 +186,17 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args.append(suite)
     else:
         config.args[:] = [suite]  # no paths given: run the suite alone
+
+
+def _layout_error(folder: Path, apis: list[str]) -> str:
+    """What a folder of recordings not named after an API is told: the layout expected."""
+    first = apis[0] if apis else "<api>"
+    return (
+        f"--stream-core-fixtures: {folder} holds recordings (*.body) but is not named after "
+        f"an API under test ({', '.join(apis) or 'none'}). Recordings are found by API: "
+        f"pass a folder holding one <api>/ folder per API (e.g. {folder.parent}/recordings/"
+        f"{first}/*.body), or an <api>/ folder itself (rename {folder.name}/ to {first}/)."
+    )
 
 
 def _register(module: ModuleType) -> list[str]:
