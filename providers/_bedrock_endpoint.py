@@ -27,16 +27,27 @@ def region(model: Model, options: StreamOptions) -> str:
     host): anything else raises at `stream()`, naming where it came from."""
     explicit = options.extra.get("region")
     if explicit is not None and explicit != "":
-        return setting_in_url(explicit, 'StreamOptions.extra["region"]')
+        return _plain(explicit, 'StreamOptions.extra["region"]')
     for env in ("AWS_REGION", "AWS_DEFAULT_REGION"):
-        found = os.environ.get(env, "").strip()
-        if found:
-            return setting_in_url(found, f"{env} (from the environment)")
+        found = os.environ.get(env, "")
+        if found.strip():
+            return _plain(found, f"{env} (from the environment)")
     configured = _aws.profile_region(profile(options))
     if configured:
         return setting_in_url(configured, "the AWS profile's region (~/.aws/config)")
     match = _ENDPOINT.match(httpx.URL(model.base_url).host)
     return match.group(2) if match else DEFAULT_REGION
+
+
+def _plain(value: object, where: str) -> str:
+    """A region exactly as given: whitespace around it (`AWS_REGION` with a trailing
+    newline) raises too, as botocore refuses it, rather than be trimmed into a call."""
+    if isinstance(value, str) and value != value.strip():
+        raise ValueError(
+            f"{where}: {value[:60]!r} has whitespace around the region name; set the name "
+            "alone (e.g. 'us-east-1')"
+        )
+    return setting_in_url(value, where)
 
 
 def endpoint(model: Model, options: StreamOptions) -> str:

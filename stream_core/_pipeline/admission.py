@@ -46,9 +46,22 @@ class Admission(CallState):
             )
 
     def _key(self) -> str:
-        secret = self._secrets[0] if self._secrets else None
+        """The limit key: the provider, the endpoint, a hash of the credential and the model.
+        A token the wire fetched that names its `principal` (Vertex AI's OAuth token) is
+        never the credential: it changes at every refresh, so the key is whom it was
+        issued to, at the endpoint the request names (project and location filled in)."""
+        secret: str | None = self._secrets[0] if self._secrets else None
         model = self._model  # its base_url is the one sent (`options.base_url` applied)
-        key = self._limit_key = limiter.limit_key(model.provider, model.base_url, secret, model.id)
+        where = model.base_url
+        principal = next(
+            (p for t in self._secrets if isinstance(p := getattr(t, "principal", None), str)),
+            None,
+        )
+        if principal is not None:
+            secret = f"principal:{principal}"
+            if self._request is not None and "{" in where:
+                where = str(self._request.url.copy_with(query=None))
+        key = self._limit_key = limiter.limit_key(model.provider, where, secret, model.id)
         return key
 
     async def _admit(self) -> None:
