@@ -130,7 +130,7 @@ def _default(scopes: list[str] | None = None) -> tuple[_Credentials, str]:
 @pytest.fixture
 def google(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[_Google]:
     server = _Google()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     key = tmp_path / "service-account.json"
     key.write_text(
@@ -192,7 +192,6 @@ async def test_five_calls_fetch_one_token(google: _Google) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.slow
 async def test_a_token_near_its_expiry_is_fetched_again(
     google: _Google, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -207,7 +206,6 @@ async def test_a_token_near_its_expiry_is_fetched_again(
 
 
 @pytest.mark.anyio
-@pytest.mark.slow
 async def test_the_limiter_keys_calls_on_the_principal_and_project(google: _Google) -> None:
     model = _claude(google)
     for _ in range(27):
