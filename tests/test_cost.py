@@ -64,6 +64,7 @@ def reference(
     *,
     one_hour: bool = False,
     tier: str | None = None,
+    at: datetime | None = None,
 ) -> float:
     """genai-prices' own total: its input counts cache reads and writes in."""
     usage = genai_prices.Usage(
@@ -79,6 +80,7 @@ def reference(
         model_id,
         provider_id=provider_id,
         price_context={"service_tier": tier} if tier else None,
+        genai_request_timestamp=at,
     )
     return float(found.total_price)
 
@@ -96,11 +98,12 @@ def test_costs_match_genai_prices_across_providers(
     provider: str, model_id: str, genai_id: str
 ) -> None:
     model = get_model(provider, model_id)
+    at = datetime(2026, 12, 2, 20, 0, tzinfo=UTC)  # one moment for both (DeepSeek's hours)
     for usage in USAGES:
-        cost = compute_cost(model, usage)
+        cost = compute_cost(model, usage, at=at)
 
         assert cost is not None, (model_id, usage)
-        expected = reference(model_id, genai_id, usage)
+        expected = reference(model_id, genai_id, usage, at=at)
         assert cost.total == pytest.approx(expected, rel=1e-12), (model_id, usage)
         parts = cost.input + cost.output + cost.cache_read + cost.cache_write
         assert cost.total == pytest.approx(parts, rel=1e-12)
