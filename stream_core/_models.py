@@ -47,10 +47,11 @@ class Model(BaseModel):
     Re-point one (another base URL, id, provider or prices) with `model.replace(...)`, or
     pydantic's `model.model_copy(update=...)`: both check the changes as the constructor
     does (pydantic's own `model_copy` would not), so `replace(prices=None)` raises rather
-    than leave a model that a budget cannot price. The key is not part of a model: give it
-    to the call (`StreamOptions(api_key=...)`) or in the provider's variable."""
+    than leave a model that a budget cannot price; so is a field assigned
+    (`model.prices = None` raises). The key is not part of a model: give it to the call
+    (`StreamOptions(api_key=...)`) or in the provider's variable."""
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True, validate_assignment=True)
 
     id: str = Field(min_length=1)
     """The id sent on the wire."""

@@ -61,6 +61,9 @@ def test_re_pointing_a_model_is_checked_as_a_constructor(change: dict[str, objec
         model.replace(**change)
     with pytest.raises(ValidationError):
         model.model_copy(update=change)
+    name, value = next(iter(change.items()))
+    with pytest.raises(ValidationError):
+        setattr(model, name, value)
 
 
 @pytest.mark.anyio
