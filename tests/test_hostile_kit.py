@@ -222,7 +222,10 @@ def test_repr_of_a_served_request_hides_the_key() -> None:
 def test_a_bad_content_length_is_refused_unread(length: str) -> None:
     with fake_vendor(scenarios=SCENARIO) as server:
         port = int(server.url.rsplit(":", 1)[1])
-        head = f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {length}\r\n\r\n"
+        head = (
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+            f"content-length: {length}\r\n\r\n"
+        )
         answer = _raw(port, head.encode() + b"{}" * 100)
     assert answer.startswith(b"HTTP/1.1 400")
 
@@ -231,7 +234,10 @@ def test_a_body_over_the_limit_is_refused_unread() -> None:
     with fake_vendor(scenarios=SCENARIO) as server:
         port = int(server.url.rsplit(":", 1)[1])
         size = MAX_REQUEST_BODY + 1
-        head = f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {size}\r\n\r\n"
+        head = (
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+            f"content-length: {size}\r\n\r\n"
+        )
         answer = _raw(port, head.encode())  # the body is never sent: nor is it waited for
     assert answer.startswith(b"HTTP/1.1 413")
     assert server.requests == []
@@ -241,7 +247,7 @@ def test_a_half_sent_head_is_closed_after_the_read_timeout() -> None:
     with fake_vendor(scenarios=SCENARIO, read_timeout=0.3) as server:
         port = int(server.url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=GUARD) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")  # never ends
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n")  # never ends
             assert sock.recv(65536) == b""  # closed by the server, not held open
 
 
@@ -250,7 +256,7 @@ def test_stored_requests_are_bounded() -> None:
         port = int(server.url.rsplit(":", 1)[1])
         big = b'{"model": "m", "pad": "' + b"x" * (2 * MAX_KEPT_BODY) + b'"}'
         head = (
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
             f"content-length: {len(big)}\r\nconnection: close\r\n\r\n"
         )
         _raw(port, head.encode() + big)

@@ -160,6 +160,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
     serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s)")
     serve.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME",
+        help="answer requests naming this Host or Origin too (repeatable; '*': any); "
+        "by default only loopback names and the --host address are answered",
+    )  # fmt: skip
+    serve.add_argument(
         "--chunk-size", type=_positive_int, metavar="N",
         help="send N bytes per chunk (default: one chunk per vendor event)",
     )  # fmt: skip

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         try:
             return serve(
                 root, args.host, args.port, chunk_size=args.chunk_size, delay=args.delay,
-                out=err, scenarios=scenarios, request_log=log,
+                out=err, scenarios=scenarios, request_log=log, allow_hosts=args.allow_host,
             )  # fmt: skip
         except PortInUse as exc:
             error(err, str(exc.strerror))

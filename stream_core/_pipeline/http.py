@@ -263,6 +263,69 @@ def _environment_error(exc: Exception) -> StreamError:
     )
 
 
+class _Reuse:
+    """A request's `trace` extension: whether httpcore sent it on a connection it kept
+    from an earlier request (headers sent, no new connection made)."""
+
+    __slots__ = ("connected", "sent")
+
+    def __init__(self) -> None:
+        self.connected = self.sent = False
+
+    async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event.endswith(("connect_tcp.started", "connect_unix_socket.started")):
+            self.connected = True
+        elif event.endswith("send_request_headers.started"):
+            self.sent = True
+
+    @property
+    def reused(self) -> bool:
+        return self.sent and not self.connected
+
+
+def _stale(exc: httpx.TransportError) -> bool:
+    """A failure that a kept-alive connection closed by the server gives before any byte
+    of an answer: the server closed it (the keep-alive race), or reset it."""
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "without sending a response" in str(exc)
+    return isinstance(exc, (httpx.ReadError, httpx.WriteError))
+
+
+async def _send_once_more_if_stale(
+    client: httpx.AsyncClient, request: httpx.Request
+) -> httpx.Response:
+    """Send the request. A kept-alive connection that the server had closed as the request
+    went out is not the vendor's failure: sent again, once, at once, on another connection
+    (not an attempt of `max_retries`). A new connection that fails is the vendor's."""
+    extensions = request.extensions
+    theirs = extensions.get("trace")
+    for last in (False, True):
+        reuse = _Reuse()
+        extensions["trace"] = reuse if theirs is None else _both(reuse, theirs)
+        try:
+            return await client.send(request, stream=True, follow_redirects=False)
+        except httpx.TransportError as exc:
+            if last or not reuse.reused or not _stale(exc):
+                raise
+            logger.info("a kept-alive connection was closed by the server: sending again")
+        finally:
+            if theirs is None:
+                extensions.pop("trace", None)
+            else:
+                extensions["trace"] = theirs
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _both(
+    ours: _Reuse, theirs: typing.Callable[[str, dict[str, Any]], typing.Awaitable[None]]
+) -> typing.Callable[[str, dict[str, Any]], typing.Awaitable[None]]:
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        await ours(event, info)
+        await theirs(event, info)
+
+    return trace
+
+
 class HttpStep(Admission):
     """The HTTP step of `AssistantStream`: connect, send, and what a failed attempt means."""
 
@@ -318,10 +381,8 @@ class HttpStep(Admission):
             # Never follow a redirect, whatever the client says: httpx strips only
             # `authorization` and `cookie` on a cross-origin hop, so `x-api-key` and the
             # like would go to whichever host the Location names (CONTRACT 4).
-            response = await self._interruptible(
-                self._client.send(self._request, stream=True, follow_redirects=False),
-                first_byte,
-            )
+            response = await self._interruptible(_send_once_more_if_stale(
+                self._client, self._request), first_byte)  # fmt: skip
             headers = response.headers
             rid = request_id(headers)
             self.message.request_id = redact(rid, self._secrets) if rid else rid

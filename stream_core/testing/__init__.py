@@ -6,15 +6,16 @@
 - `vendor_bytes(turn, api)`: a scripted turn as the bytes `api` would stream, with the
   `.json` of a recording (`stream-core synthesize` writes them to a folder).
 - `fake_vendor(root, scenarios=...)` / `stream-core serve DIR --scenario MODEL=PATH`: a fake
-  vendor on loopback answering from recordings, by model name or in turn per model, with
-  every request kept (`server.requests`); `stream-core record ...`: new recordings from
-  live calls.
+  vendor on loopback answering from recordings or scripted turns, by model name or in turn
+  per model, with the latest requests kept (`server.requests`); `stream-core record ...`:
+  new recordings from live calls.
 - The pytest plugin (installed with the package): the fixtures `faux_model`,
   `replay_client` and `fake_vendor`, and, with `pip install stream-core[testing]`, the
   contract suite: `pytest --stream-core-provider=my_pkg.my_provider
   --stream-core-fixtures=DIR`.
 
-Nothing here imports respx or hypothesis: a plain install can use the helpers.
+Nothing here imports pytest, respx or hypothesis: a plain install (no extra) can use the
+helpers, `stream-core serve` and `stream-core synthesize`.
 """
 
 from ._faux import (

@@ -12,8 +12,8 @@ in any language sees real vendor bytes; every request is kept (`FakeVendor.reque
 from __future__ import annotations
 
 import errno
+import io
 import json
-import re
 import sys
 import threading
 import time
@@ -29,112 +29,66 @@ from .._checks import SECRET_HEADERS, clip
 from .._types import AssistantMessage
 from ._faux import FauxTurn
 from ._replay import chunked, load_recording
+from ._scenarios import (
+    ANY_MODEL,
+    MODEL_IN_PATH,
+    OURS,
+    ROUTES,
+    Recording,
+    ScenarioItem,
+    ScenarioSource,
+    exhausted_body,
+    frames,
+    index_recordings,
+    load_scenario,
+    media_type,
+    not_found_body,
+    server_error_body,
+    shape_of,
+)
+from ._serve_guard import (
+    MAX_BODIES_IN_FLIGHT,
+    MAX_CONNECTIONS,
+    MAX_KEPT_BODY,
+    MAX_KEPT_BYTES,
+    MAX_KEPT_REQUESTS,
+    MAX_REQUEST_BODY,
+    READ_TIMEOUT,
+    BodyBudget,
+    DeadlineReader,
+    HostRule,
+    model_in,
+)
 from ._synthesize import vendor_bytes
 
-_OURS = "(the fake vendor's own error)"
+__all__ = [
+    "ANY_MODEL",
+    "MAX_BODIES_IN_FLIGHT",
+    "MAX_CONNECTIONS",
+    "MAX_KEPT_BODY",
+    "MAX_KEPT_BYTES",
+    "MAX_KEPT_REQUESTS",
+    "MAX_REQUEST_BODY",
+    "READ_TIMEOUT",
+    "FakeVendor",
+    "PortInUse",
+    "ScenarioSource",
+    "ServedRequest",
+    "fake_vendor",
+    "frames",
+    "index_recordings",
+    "load_scenario",
+    "serve",
+]
 
-ANY_MODEL = "*"
-"""The scenario key answering every model that no other scenario or recording names."""
-
-ScenarioSource = str | Path | Sequence[str | Path | bytes | FauxTurn | AssistantMessage]
-"""A scenario: a folder of `.body` files (in file-name order, numbers compared as
-numbers), a text file listing recordings (one path a line, relative to the file; blank
-lines and `#` comments skipped), one `.body` file, or a list of recordings and scripted
-turns (a `FauxTurn` such as `faux_text("Hi")`, or an `AssistantMessage`: written in the
-wire format of the API the request came through, `vendor_bytes`)."""
-
-# Path ending -> (the APIs it may be, in preference order; the vendor's 404 body shape).
-# An API not listed here is still served: the model name alone then picks the recording.
-_ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("/messages", ("anthropic-messages",), "anthropic"),
-    ("/chat/completions", ("openai-completions", "mistral-conversations"), "openai"),
-    ("/conversations", ("mistral-conversations",), "openai"),
-    ("/responses", ("openai-responses", "azure-openai-responses"), "openai"),
-    (":streamGenerateContent", ("google-generative-ai", "google-vertex"), "google"),
-    (":generateContent", ("google-generative-ai", "google-vertex"), "google"),
-    ("/converse-stream", ("bedrock-converse-stream",), "bedrock"),
-    ("/api/chat", ("ollama-chat",), "ollama"),
-    ("/api/generate", ("ollama-generate",), "ollama"),
-)
-
-_MODEL_IN_PATH = re.compile(r"/models?/([^/:]+)")
-
-
-def _not_found(shape: str, model: str) -> dict[str, Any]:
-    text = f"model {model!r} not found (no recording or scenario of that name)"
-    if shape == "anthropic":
-        return {"type": "error", "error": {"type": "not_found_error", "message": text}}
-    if shape == "google":
-        return {"error": {"code": 404, "message": text, "status": "NOT_FOUND"}}
-    if shape == "ollama":
-        return {"error": text}
-    if shape == "bedrock":
-        return {"message": text}
-    return {
-        "error": {
-            "message": text,
-            "type": "invalid_request_error",
-            "param": "model",
-            "code": "model_not_found",
-        }
-    }
-
-
-def _exhausted(shape: str, text: str) -> dict[str, Any]:
-    """A 400 invalid-request body in the vendor's shape (not retried by clients)."""
-    if shape == "anthropic":
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": text}}
-    if shape == "google":
-        return {"error": {"code": 400, "message": text, "status": "INVALID_ARGUMENT"}}
-    if shape == "ollama":
-        return {"error": text}
-    if shape == "bedrock":
-        return {"message": text}
-    return {"error": {"message": text, "type": "invalid_request_error", "code": None}}
-
-
-def _natural(path: Path) -> list[Any]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
-
-
-def load_scenario(source: ScenarioSource) -> list[Path | bytes | FauxTurn | AssistantMessage]:
-    """The recordings of a scenario, in the order they answer."""
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        if path.is_dir():
-            bodies = sorted(path.glob("*.body"), key=_natural)
-            found: list[Path | bytes | FauxTurn | AssistantMessage] = list(bodies)
-            if not found:
-                raise ValueError(f"scenario {path}: no .body recordings in the folder")
-            return found
-        if not path.is_file():
-            raise ValueError(f"scenario {path}: no such folder or file")
-        if path.suffix == ".body":
-            return [path]
-        listed: list[Path | bytes | FauxTurn | AssistantMessage] = []
-        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
-            entry = line.strip()
-            if not entry or entry.startswith("#"):
-                continue
-            item = path.parent / entry
-            if not item.is_file() and not item.with_suffix(".body").is_file():
-                raise ValueError(f"scenario {path}, line {n}: no such recording: {entry}")
-            listed.append(item if item.suffix == ".body" else item.with_suffix(".body"))
-        if not listed:
-            raise ValueError(f"scenario {path}: lists no recordings")
-        return listed
-    items = list(source)
-    if not items:
-        raise ValueError("a scenario needs at least one recording")
-    return [
-        item if isinstance(item, (bytes, FauxTurn, AssistantMessage)) else Path(item)
-        for item in items
-    ]
+# One parse of a kept body at a time for the request log (a hostile 1 MiB body of `{}`
+# builds some 25 MB of objects while parsed).
+_PARSING = threading.Lock()
 
 
 @dataclass
 class _Scenario:
-    recordings: list[Path | bytes | FauxTurn | AssistantMessage]
+    recordings: list[ScenarioItem]
     served: int = 0
 
 
@@ -145,11 +99,10 @@ class ServedRequest:
     method: str
     path: str
     model: str
-    body: Any
-    """The request's JSON body, parsed (None when it had none or it was not JSON)."""
     headers: dict[str, str]
     status: int
-    """The status answered: 200 (or the recording's own), 404, 400 past a scenario's end."""
+    """The status answered: 200 (or the recording's own), 404, 400 past a scenario's end,
+    500 when the fake vendor could not answer (a recording it could not read)."""
     answer: str
     """What answered: `<api>/<name>` of a recording, `<model>[n]` of a scenario's n-th
     recording (from 1), or `not found` / `scenario exhausted`."""
@@ -157,6 +110,22 @@ class ServedRequest:
     """The request body's bytes (at most `MAX_KEPT_BODY` of them: see `truncated`)."""
     truncated: bool = False
     """The body was longer than `MAX_KEPT_BODY`: `raw` is its start, `body` None."""
+
+    @property
+    def body(self) -> Any:
+        """The request's JSON body, parsed from `raw` at each access (None when it had
+        none, was not JSON, or was `truncated`): the server keeps bytes, never objects."""
+        if self.truncated or not self.raw:
+            return None
+        try:
+            return json.loads(self.raw)
+        except ValueError:
+            return None
+
+    @property
+    def size(self) -> int:
+        """The bytes this record holds (its body and headers), as `MAX_KEPT_BYTES` counts."""
+        return len(self.raw) + sum(len(k) + len(v) for k, v in self.headers.items())
 
     def __repr__(self) -> str:
         # The headers hold the caller's key: shown redacted, as in every error and log.
@@ -170,66 +139,7 @@ class ServedRequest:
         )
 
 
-@dataclass(frozen=True)
-class Recording:
-    api: str
-    name: str
-    path: Path
-
-    def load(self) -> tuple[bytes, dict[str, Any]]:
-        meta_path = self.path.with_suffix(".json")
-        meta = json.loads(meta_path.read_text("utf-8")) if meta_path.is_file() else {}
-        return self.path.read_bytes(), meta
-
-
-def index_recordings(root: Path) -> dict[str, dict[str, Recording]]:
-    """api -> recording name -> recording, for every `.body` under `root`."""
-    out: dict[str, dict[str, Recording]] = {}
-    for body in sorted(root.rglob("*.body")):
-        meta_path = body.with_suffix(".json")
-        api = body.parent.name if body.parent != root else ""
-        if meta_path.is_file():
-            try:
-                api = str(json.loads(meta_path.read_text("utf-8")).get("api") or api)
-            except ValueError:
-                pass
-        out.setdefault(api, {})[body.stem] = Recording(api, body.stem, body)
-    return out
-
-
-def frames(body: bytes, media_type: str) -> list[bytes]:
-    """The body cut where the vendor wrote one event: SSE events, NDJSON lines."""
-    if "event-stream" in media_type:
-        parts = re.split(rb"(?<=\r\n\r\n)|(?<=\n\n)|(?<=\r\r)", body)
-    elif "ndjson" in media_type or "jsonl" in media_type:
-        parts = body.splitlines(keepends=True)
-    else:
-        return [body]
-    return [p for p in parts if p]
-
-
-def _media_type(body: bytes, meta: dict[str, Any]) -> str:
-    for key, value in (meta.get("headers") or {}).items():
-        if key.lower() == "content-type":
-            return str(value)
-    head = body.lstrip()[:1]
-    return "application/x-ndjson" if head == b"{" else "text/event-stream"
-
-
 _SAFE_HEADERS = frozenset({"content-type", "retry-after", "retry-after-ms", "x-request-id"})
-
-MAX_REQUEST_BODY = 32 * 1024 * 1024
-"""A request body longer than this is answered 413 without being read."""
-MAX_KEPT_BODY = 1024 * 1024
-"""At most this much of one request body is kept in `FakeVendor.requests`."""
-MAX_KEPT_REQUESTS = 1000
-"""`FakeVendor.requests` keeps the latest this many requests (`requests_dropped` counts
-the older ones): a server answering for hours holds bounded memory."""
-MAX_CONNECTIONS = 256
-"""Connections served at once; one more is closed at once (each holds a thread)."""
-READ_TIMEOUT = 10.0
-"""Seconds a connection may take to send a request's head or body (or to read the
-answer) before it is closed: a half-sent head never holds a thread for long."""
 
 
 class FakeVendor(ThreadingHTTPServer):
@@ -237,8 +147,9 @@ class FakeVendor(ThreadingHTTPServer):
 
     `root`: a folder of recordings, picked by the model the request names. `scenarios`:
     model -> recordings answered in turn (`ANY_MODEL`, `"*"`, for any other model); a
-    request past a scenario's end gets a 400 in the vendor's shape. `requests` holds every
-    request (body parsed), in order; `request_log` gets one JSON line per request.
+    request past a scenario's end gets a 400 in the vendor's shape. `requests` holds the
+    latest requests, in order; `request_log` gets one JSON line per request. Only
+    loopback `Host`s and `Origin`s are answered, and those in `allow_hosts` (`"*"`: any).
     """
 
     daemon_threads = True
@@ -255,8 +166,12 @@ class FakeVendor(ThreadingHTTPServer):
         request_log: TextIO | None = None,
         read_timeout: float = READ_TIMEOUT,
         max_connections: int = MAX_CONNECTIONS,
+        allow_hosts: Sequence[str] = (),
     ) -> None:
         self.read_timeout = read_timeout
+        self.hosts = HostRule(allow_hosts, address[0])
+        self.bodies = BodyBudget(MAX_BODIES_IN_FLIGHT)
+        self.max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
         self.requests_dropped = 0
         """How many of the oldest requests `requests` no longer holds."""
@@ -267,7 +182,9 @@ class FakeVendor(ThreadingHTTPServer):
         self.log = log
         self.request_log = request_log
         self.requests: list[ServedRequest] = []
-        """Every request, in order: method, path, model, parsed body, status, answer."""
+        """The latest requests (`MAX_KEPT_REQUESTS`, `MAX_KEPT_BYTES`), in order: method,
+        path, model, body, headers, status, answer."""
+        self._kept_bytes = 0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         super().__init__(address, _Handler)
@@ -275,13 +192,19 @@ class FakeVendor(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        return f"http://[{name}]:{port}" if ":" in name else f"http://{name}:{port}"
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the free one picked for port 0)."""
+        return int(self.server_address[1])
 
     def find(self, path: str, model: str) -> tuple[Recording | None, str]:
         """(the recording for this request, the vendor's error shape)."""
         apis: tuple[str, ...] = ()
         shape = "openai"
-        for suffix, candidates, vendor in _ROUTES:
+        for suffix, candidates, vendor in ROUTES:
             if path.endswith(suffix):
                 apis, shape = candidates, vendor
                 break
@@ -308,15 +231,15 @@ class FakeVendor(ThreadingHTTPServer):
                     f"scenario for model {model!r} exhausted: {len(scenario.recordings)} "
                     f"recording(s), this is request {n + 1}"
                 )
-                data = json.dumps(_exhausted(shape, text)).encode()
-                return 400, "scenario exhausted", data, {_OURS: True}, shape
+                data = json.dumps(exhausted_body(shape, text)).encode()
+                return 400, "scenario exhausted", data, {OURS: True}, shape
             item = scenario.recordings[n]
             if isinstance(item, (FauxTurn, AssistantMessage)):
-                api = next((a for s, apis, _ in _ROUTES if path.endswith(s) for a in apis), None)
+                api = next((a for s, apis, _ in ROUTES if path.endswith(s) for a in apis), None)
                 if api is None:
                     text = f"a scripted turn for model {model!r}: no API serves {path}"
-                    data = json.dumps(_not_found(shape, text)).encode()
-                    return 404, "not found", data, {_OURS: True}, shape
+                    data = json.dumps(not_found_body(shape, text)).encode()
+                    return 404, "not found", data, {OURS: True}, shape
                 synth = vendor_bytes(item, api, model=model)
                 body, meta = synth.body, synth.meta
                 label = f"{model}[{n + 1}] scripted"
@@ -325,8 +248,8 @@ class FakeVendor(ThreadingHTTPServer):
             label = f"{model}[{n + 1}]" + (f" {item.name}" if isinstance(item, Path) else "")
             return int(meta.get("status") or 200), label, body, meta, shape
         if found is None:
-            data = json.dumps(_not_found(shape, model)).encode()
-            return 404, "not found", data, {_OURS: True}, shape
+            data = json.dumps(not_found_body(shape, model)).encode()
+            return 404, "not found", data, {OURS: True}, shape
         body, meta = found.load()
         return int(meta.get("status") or 200), f"{found.api}/{found.name}", body, meta, shape
 
@@ -337,14 +260,11 @@ class FakeVendor(ThreadingHTTPServer):
                 self.log.flush()
 
     def keep(self, request: ServedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
-            if len(self.requests) > MAX_KEPT_REQUESTS:
-                del self.requests[0]
-                self.requests_dropped += 1
-            if self.request_log is not None:
+        """Keep a request: the oldest go past `MAX_KEPT_REQUESTS` or `MAX_KEPT_BYTES`."""
+        line = None
+        if self.request_log is not None:
+            with _PARSING:
                 entry = {
-                    "n": len(self.requests) + self.requests_dropped,
                     "method": request.method,
                     "path": request.path,
                     "model": request.model,
@@ -352,7 +272,19 @@ class FakeVendor(ThreadingHTTPServer):
                     "answer": request.answer,
                     "body": request.body,
                 }
-                self.request_log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                line = json.dumps(entry, ensure_ascii=False)
+        with self._lock:
+            kept = self.requests
+            kept.append(request)
+            self._kept_bytes += request.size
+            while len(kept) > 1 and (
+                len(kept) > MAX_KEPT_REQUESTS or self._kept_bytes > MAX_KEPT_BYTES
+            ):
+                self._kept_bytes -= kept.pop(0).size
+                self.requests_dropped += 1
+            if self.request_log is not None and line is not None:
+                n = len(kept) + self.requests_dropped
+                self.request_log.write(f'{{"n": {n}, {line[1:]}\n')
                 self.request_log.flush()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -363,7 +295,7 @@ class FakeVendor(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
-            self.note(f"refused {client_address}: {MAX_CONNECTIONS} connections already open")
+            self.note(f"refused {client_address}: {self.max_connections} connections open")
             self.shutdown_request(request)
             return
         try:
@@ -381,7 +313,9 @@ class FakeVendor(ThreadingHTTPServer):
     def start(self) -> threading.Thread:
         """Serve from a daemon thread (tests); `shutdown()` stops it. Idempotent."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+            self._thread = threading.Thread(
+                target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            )
             self._thread.start()
         return self._thread
 
@@ -417,22 +351,25 @@ def fake_vendor(
     log: TextIO | None = None,
     request_log: TextIO | None = None,
     read_timeout: float = READ_TIMEOUT,
+    allow_hosts: Sequence[str] = (),
 ) -> FakeVendor:
     """A fake vendor serving from a daemon thread; `with` it (or call `stop()`) to end it.
 
     Point a model at `server.url` (`StreamOptions(base_url=server.url)`; Chat Completions
     clients add `/v1`). `scenarios` maps a model id (a catalog id works) to the recordings
     it answers in turn; `root` is a folder of recordings picked by model name. The latest
-    requests are in `server.requests` (`MAX_KEPT_REQUESTS`, each body cut to
-    `MAX_KEPT_BODY`); their `repr` hides the key headers. A connection that takes longer
-    than `read_timeout` seconds to send its request is closed; a body over
-    `MAX_REQUEST_BODY`, or with a bad `content-length`, is refused unread (413, 400).
+    requests are in `server.requests` (at most `MAX_KEPT_REQUESTS` and `MAX_KEPT_BYTES`,
+    each body cut to `MAX_KEPT_BODY`); their `repr` hides the key headers. A connection
+    that takes longer than `read_timeout` seconds to send its request is closed; a body
+    over `MAX_REQUEST_BODY`, or with a bad `content-length`, is refused unread (413, 400).
+    A `Host` or `Origin` that is not loopback gets a 421 or 403, unless `allow_hosts`
+    names its host (`"*"`: any; for a server other machines or containers reach).
     """
     if root is None and not scenarios:
         raise ValueError("fake_vendor needs a folder of recordings or scenarios")
     server = FakeVendor(
         root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay, log=log,
-        request_log=request_log, read_timeout=read_timeout,
+        request_log=request_log, read_timeout=read_timeout, allow_hosts=allow_hosts,
     )  # fmt: skip
     server.start()
     return server
@@ -441,67 +378,97 @@ def fake_vendor(
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: FakeVendor
+    _reader: DeadlineReader
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request is written by `note`, with what matters
 
-    def do_GET(self) -> None:
-        self._answer(b"")
-
     def setup(self) -> None:
         super().setup()
-        self.connection.settimeout(self.server.read_timeout)
+        timeout = self.server.read_timeout
+        self.connection.settimeout(timeout)
+        # Each read gets what is left of the request's time, so a head (or body) sent a
+        # byte at a time still ends within `read_timeout`.
+        self.rfile.close()
+        self._reader = DeadlineReader(self.connection, timeout)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle_one_request(self) -> None:
+        self._reader.restart()  # the next request's head: `read_timeout` from now
+        super().handle_one_request()
+
+    def do_GET(self) -> None:
+        if not self._refused():
+            self._answer(b"")
 
     def do_POST(self) -> None:
+        if self._refused():
+            return
         text = (self.headers.get("content-length") or "0").strip()
         if not text.isdigit():
             # Negative, or not a number: no length to read (never "read until the end").
-            self.close_connection = True
             self._refuse(400, f"bad content-length {text[:40]!r}")
             return
         length = int(text)
         if length > MAX_REQUEST_BODY:
-            self.close_connection = True
             self._refuse(413, f"request body of {length:,} bytes; at most {MAX_REQUEST_BODY:,}")
             return
-        self._answer(self.rfile.read(length) if length else b"")
+        server = self.server
+        cost = 2 * length  # the body, and what finding its model may copy of it
+        if not server.bodies.take(cost, server.read_timeout):
+            self._refuse(503, "too many request bodies being read at once; retry")
+            return
+        try:
+            self._reader.restart()  # the body gets `read_timeout` of its own
+            self._answer(self.rfile.read(length) if length else b"")
+        finally:
+            server.bodies.give(cost)
+
+    def _refused(self) -> bool:
+        """Refuse (421, 403) a request naming a host or origin that is not allowed."""
+        refusal = self.server.hosts.refusal(self.headers.get("host"), self.headers.get("origin"))
+        if refusal is not None:
+            self._refuse(*refusal)
+        return refusal is not None
 
     def _refuse(self, status: int, text: str) -> None:
-        self.server.note(f"{self.command} {self.path} -> {status} ({text})")
+        """An error of the fake vendor's own, before the request was read: the connection
+        is closed after it (its body, if any, was never read)."""
+        self.server.note(f"{self.command} {self.path[:200]} -> {status} ({text})")
         data = json.dumps(
             {"error": {"message": f"fake vendor: {text}", "type": "invalid_request_error"}}
         )
+        self.close_connection = True
         self._send_json(status, data.encode())
 
     def _answer(self, raw: bytes) -> None:
         path = unquote(self.path.split("?", 1)[0])
-        model = ""
-        payload: Any = None
-        try:
-            payload = json.loads(raw) if raw else None
-            if isinstance(payload, dict) and isinstance(payload.get("model"), str):
-                model = payload["model"]
-        except ValueError:
-            pass
+        model = model_in(raw) if raw else ""
         if not model:
-            match = _MODEL_IN_PATH.search(path)
+            match = MODEL_IN_PATH.search(path)
             model = match.group(1) if match else ""
         server = self.server
-        status, label, body, meta, _ = server.pick(path, model)
+        try:
+            status, label, body, meta, _ = server.pick(path, model)
+        except Exception as exc:  # a recording that cannot be read: an answer, not a drop
+            text = f"fake vendor: cannot answer {model!r}: {type(exc).__name__}: {exc}"
+            status, label = 500, "fake vendor error"
+            body, meta = json.dumps(server_error_body(shape_of(path), text)).encode(), {OURS: 1}
         cut = len(raw) > MAX_KEPT_BODY
         server.keep(
             ServedRequest(
-                method=self.command, path=path, model=model, body=None if cut else payload,
+                method=self.command, path=path, model=model,
                 headers={k.lower(): v for k, v in self.headers.items()}, status=status,
                 answer=label, raw=raw[:MAX_KEPT_BODY], truncated=cut,
             )
         )  # fmt: skip
-        if meta.get(_OURS):
+        del raw
+        if meta.get(OURS):
             server.note(f"{self.command} {path} model={model!r} -> {status} ({label})")
             self._send_json(status, body)
             return
         server.note(f"{self.command} {path} model={model!r} -> {label} {status}")
-        media = _media_type(body, meta)
+        media = media_type(body, meta)
         self.send_response(status)
         for key, value in (meta.get("headers") or {}).items():
             if key.lower() in _SAFE_HEADERS and key.lower() != "content-type":
@@ -525,6 +492,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
+        if self.close_connection:
+            # Said, so a client never reuses a connection this server is about to close.
+            self.send_header("connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
@@ -544,11 +514,12 @@ def serve(
     ready: Callable[[FakeVendor], None] | None = None,
     scenarios: Mapping[str, ScenarioSource] | None = None,
     request_log: TextIO | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> int:
     try:
         server = FakeVendor(
             root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay,
-            log=out, request_log=request_log,
+            log=out, request_log=request_log, allow_hosts=allow_hosts,
         )  # fmt: skip
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
