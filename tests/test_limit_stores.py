@@ -345,16 +345,15 @@ async def test_route_cooldowns_are_shared_through_the_store(
         v2.stop()
 
 
-def test_the_file_store_survives_a_cut_file(tmp_path: Path) -> None:
+def test_the_file_store_never_starts_a_cut_file_over(tmp_path: Path) -> None:
+    """Writes are whole (a new file renamed over the old), so a cut file is not the
+    store's own doing: it is refused, left as it is, never started over open."""
     path = tmp_path / "limits.json"
-    path.write_text('{"keys": {"k": {"n": {"requests": [1, ')  # a crash mid-write
-    store = FileStore(path)
-
-    async def go() -> tuple[float, Any, Any]:
-        return await store.admit("k", {"requests": 1}, [], T, False)
-
-    assert anyio.run(go) == (0.0, {}, None)
-    assert json.loads(path.read_text())["keys"] == {}
+    cut = '{"keys": {"k": {"n": {"requests": [1, '
+    path.write_text(cut)
+    with pytest.raises(ValueError, match="not a stream-core limit store"):
+        FileStore(path)
+    assert path.read_text() == cut
 
 
 def test_redis_url_password_never_shows(caplog: pytest.LogCaptureFixture) -> None:

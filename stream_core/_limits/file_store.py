@@ -1,11 +1,25 @@
 """The limiter's state in one file shared by the worker processes of one host, no server
 (`configure_limits(store="/path")`).
+
+The file is the user's own and private, or it is refused at configure time with the path
+and the problem named: never a symbolic link (opened with `O_NOFOLLOW`), never a file of
+another user or one others can write, never a file that is not a store (a `limits.yaml`
+passed by mistake), in directories only the user (or root) can change, or sticky like
+/tmp. Every file is checked on the descriptor opened (`fstat`), not on the name before.
+It is made 0600 with exclusive creation, its lock is a private file of its own
+(`PATH.lock`, so no other user can hold it), and each change is written whole to a new
+private file that then replaces it (`fsync`, `rename`): a full disk or a kill leaves the
+store as it was. A store that cannot be read is an error (the limiter then limits in the
+process alone), never a store started over.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import secrets
+import stat
 import time
 import weakref
 from typing import Any
@@ -19,20 +33,169 @@ from .window import Snapshot
 
 __all__ = ["FileStore"]
 
+_MAX_BYTES = 64 << 20
+"""A store is far smaller (keys are pruned past 1,000): a larger file is not one."""
+
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LOCK = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_MAKE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _refused(path: str, problem: str) -> ValueError:
+    return ValueError(f"limit store {path} {problem}")
+
+
+def _check_dirs(directory: str, shown: str) -> None:
+    """Every directory above the file is the user's or root's, and none that others can
+    write lacks the sticky bit (else another user could swap the file for theirs)."""
+    me = os.geteuid()
+    while True:
+        st = os.stat(directory)
+        if st.st_uid not in (me, 0):
+            raise _refused(shown, f"is in {directory}, a directory owned by another user")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise _refused(
+                shown,
+                f"is in {directory}, a directory writable by group or others without the "
+                "sticky bit: another user could replace the file",
+            )
+        up = os.path.dirname(directory)
+        if up == directory:
+            return
+        directory = up
+
+
+def _check_fd(fd: int, shown: str) -> os.stat_result:
+    """The file opened is a regular file of the user's, with one name, that no one else
+    can write; one others can read is made private (0600)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise _refused(shown, "is not a regular file")
+    if st.st_uid != os.geteuid():
+        raise _refused(shown, f"is owned by another user (uid {st.st_uid}), not by you")
+    if st.st_mode & 0o022:
+        raise _refused(
+            shown,
+            f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): another "
+            "user could have changed it; remove it, or chmod 600 it if only you wrote it",
+        )
+    if st.st_nlink != 1:
+        raise _refused(shown, "has other hard links: it may be another file of yours")
+    if st.st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+    return st
+
+
+def _open(path: str, flags: int, shown: str) -> int:
+    try:
+        return os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) or os.path.islink(path):
+            raise _refused(
+                shown,
+                "is a symbolic link: the store never follows one (another user could point "
+                "it at a file of yours); name the file itself",
+            ) from None
+        raise
+
+
+def _read(path: str, shown: str) -> str | None:
+    """The text of the store (None: there is none yet)."""
+    try:
+        fd = _open(path, _READ, shown)
+    except FileNotFoundError:
+        return None
+    try:
+        st = _check_fd(fd, shown)
+        if st.st_size > _MAX_BYTES:
+            raise _refused(shown, "is not a stream-core limit store (too large); left as it is")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def _parse(text: str | None, shown: str) -> dict[str, Any]:
+    """The store's data; an empty (or missing) file is a new store. Anything else that is
+    not a JSON object with the store's members (`keys`, `budgets`) is refused, never
+    started over."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and (not data or ("keys" in data and "budgets" in data)):
+        return data  # the store's own (what its members hold is range-checked as read)
+    raise _refused(
+        shown,
+        "is not a stream-core limit store (not JSON of its shape, or cut off); it is left "
+        "as it is: give the store a path of its own",
+    )
+
+
+def _write(path: str, text: str) -> None:
+    """Replace the store with `text` whole: a new private file, synced, renamed over it."""
+    temp = f"{path}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(temp, _MAKE, 0o600)
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(text.encode())
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
 
 class FileStore(LimitStore):
     """One JSON file shared by the processes of one host, each change made under an
-    exclusive `flock` (POSIX hosts). The lock is taken without blocking, retried every
-    millisecond on the event loop, so a busy file never stalls other calls."""
+    exclusive `flock` (POSIX hosts) of a private lock file beside it and written whole to
+    a new file that replaces it (see the module). The lock is taken without blocking,
+    retried every millisecond on the event loop, so a busy file never stalls other calls.
+    A path that is not safe to use raises `ValueError` here, at configure time."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         import fcntl  # noqa: F401  (POSIX only: fail at configure time, not at a call)
 
         self._turns: weakref.WeakKeyDictionary[Any, anyio.Lock] = weakref.WeakKeyDictionary()
-        self.path = os.fspath(path)
-        self.name = f"file {self.path}"
-        with open(self.path, "a", encoding="utf-8"):
-            pass  # made now, so a path that cannot be written raises at configure time
+        shown = os.fspath(path)
+        given = os.path.abspath(os.path.expanduser(shown))
+        directory, base = os.path.split(given)
+        if not base or shown.endswith(os.sep):
+            raise _refused(shown, "is not a regular file (it names a directory)")
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        directory = os.path.realpath(directory)
+        _check_dirs(directory, shown)
+        self.shown = shown
+        self.path = os.path.join(directory, base)
+        self.lock_path = self.path + ".lock"
+        self.name = f"file {shown}"
+        _parse(_read(self.path, shown), shown)  # refuses a file that is not a store
+        try:
+            os.close(os.open(self.path, _MAKE, 0o600))  # made now: a new store, empty
+        except FileExistsError:
+            pass
+        os.close(self._lock_fd())  # the lock too: a path that cannot be written fails now
+
+    def _lock_fd(self) -> int:
+        fd = _open(self.lock_path, _LOCK, self.lock_path)
+        try:
+            _check_fd(fd, self.lock_path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     async def _apply(self, change: Any) -> Any:
         # One call of this process at a time asks for the file lock (in turn, first come
@@ -47,32 +210,25 @@ class FileStore(LimitStore):
     async def _locked(self, change: Any) -> Any:
         import fcntl
 
-        with open(self.path, "r+", encoding="utf-8") as f:
+        fd = self._lock_fd()
+        try:
             while True:
                 try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
                     await anyio.sleep(0.001)
-            try:
-                text = f.read()
-                try:
-                    data = json.loads(text) if text.strip() else {}
-                except ValueError:
-                    data = {}  # a file cut by a crash: start over, open
-                if not isinstance(data, dict):
-                    data = {}
-                tables = _Tables(data)
-                result = change(tables)
-                if len(tables.keys) > 1000:
-                    tables.prune(time.time())
-                f.seek(0)
-                f.truncate()
-                f.write(json.dumps(tables.data, separators=(",", ":")))
-                f.flush()
-                return result
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+            text = _read(self.path, self.shown)
+            tables = _Tables(_parse(text, self.shown))
+            result = change(tables)
+            if len(tables.keys) > 1000:
+                tables.prune(time.time())
+            out = json.dumps(tables.data, separators=(",", ":"))
+            if out != text:  # a look that changed nothing writes nothing
+                _write(self.path, out)
+            return result
+        finally:
+            os.close(fd)  # and the lock with it
 
     async def admit(
         self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
