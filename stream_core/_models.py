@@ -12,7 +12,7 @@ import functools
 import importlib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -44,12 +44,13 @@ class Model(BaseModel):
     catalog's; construct one for any other endpoint (a local server, a gateway) with the
     same fields.
 
-    Re-point one (another base URL, id, provider or prices) with `model.replace(...)`, or
-    pydantic's `model.model_copy(update=...)`: both check the changes as the constructor
-    does (pydantic's own `model_copy` would not), so `replace(prices=None)` raises rather
-    than leave a model that a budget cannot price; so is a field assigned
-    (`model.prices = None` raises). The key is not part of a model: give it to the call
-    (`StreamOptions(api_key=...)`) or in the provider's variable."""
+    Re-point one (another base URL, id, provider or prices) with `model.replace(...)`: it
+    checks the changes as the constructor does, so `replace(prices=None)` raises rather
+    than leave a model that a budget cannot price, and so does an assigned field
+    (`model.prices = None`). pydantic's `model_copy(update=...)` checks nothing: what it
+    leaves is checked again at the call (base URL, headers), and a model whose prices are
+    not prices is never admitted under a budget. The key is not part of a model: give it
+    to the call (`StreamOptions(api_key=...)`) or in the provider's variable."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True, validate_assignment=True)
 
@@ -84,21 +85,13 @@ class Model(BaseModel):
         `get_model("openai", "gpt-4o").replace(base_url="https://gateway.example/v1",
         id="gpt-4o-team")`. Prices stay those of the model unless changed; a copy whose id
         the price table does not know is priced by them."""
-        return self.model_copy(update=changes)
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """pydantic's copy, with `update` validated as the constructor would (unknown
-        fields and bad values raise)."""
-        if update:
-            fields = type(self).model_fields
-            current = {name: getattr(self, name) for name in fields}
-            checked = type(self).model_validate({**current, **update})
-            update = {name: getattr(checked, name) for name in update}
-        return super().model_copy(update=update, deep=deep)
+        current = {name: getattr(self, name) for name in type(self).model_fields}
+        checked = type(self).model_validate({**current, **changes})
+        return self.model_copy(update={name: getattr(checked, name) for name in changes})
 
     def __replace__(self, **changes: Any) -> Self:
         # `copy.replace(model, ...)` (Python 3.13): validated too.
-        return self.model_copy(update=changes)
+        return self.replace(**changes)
 
     def capabilities(self) -> Capabilities:
         """What this model takes, before the call: each control and how it is sent, the
