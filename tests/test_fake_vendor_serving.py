@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -19,7 +20,7 @@ from threaded_loopback import GUARD, Connection, loopback, whole_answer
 
 import stream_core
 from stream_core import StreamOptions, complete, complete_sync
-from stream_core.testing import fake_vendor, faux_text, faux_tool_call, vendor_bytes
+from stream_core.testing import FauxTurn, fake_vendor, faux_text, faux_tool_call, vendor_bytes
 
 ASK = {"messages": [{"role": "user", "content": "Rain in Paris?"}]}
 
@@ -29,7 +30,7 @@ ASK = {"messages": [{"role": "user", "content": "Rain in Paris?"}]}
 )
 def test_a_scripted_tool_loop_answers_both_calls(provider: str, model_id: str) -> None:
     model = stream_core.get_model(provider, model_id)
-    script = [faux_tool_call("get_forecast", {"city": "Paris"}), "final"]
+    script: list[str | FauxTurn] = [faux_tool_call("get_forecast", {"city": "Paris"}), "final"]
     with fake_vendor(scenarios={model.id: script}) as server:
         base = server.url + ("/v1" if model.api == "openai-completions" else "")
         options = StreamOptions(base_url=base, api_key="test-key", max_retries=0)
@@ -44,7 +45,8 @@ def test_a_scripted_tool_loop_answers_both_calls(provider: str, model_id: str) -
 
 def test_the_same_client_keeps_its_connection_across_a_scripted_loop() -> None:
     model = stream_core.get_model("anthropic", "claude-sonnet-4-5")
-    script = [faux_tool_call("get_forecast", {"city": "Paris"}), faux_text("a"), "b"]
+    script: list[str | FauxTurn] = [faux_tool_call("get_forecast", {"city": "Paris"})]
+    script += [faux_text("a"), "b"]
     with fake_vendor(scenarios={model.id: script}) as server:
         options = StreamOptions(base_url=server.url, api_key="test-key", max_retries=0)
 
@@ -56,7 +58,7 @@ def test_the_same_client_keeps_its_connection_across_a_scripted_loop() -> None:
     assert [a.text() for a in answers[1:]] == ["a", "b"]
 
 
-def test_a_recording_that_cannot_be_read_is_answered_not_dropped(tmp_path) -> None:
+def test_a_recording_that_cannot_be_read_is_answered_not_dropped(tmp_path: Path) -> None:
     gone = tmp_path / "gone.body"
     gone.write_bytes(b"x")
     model = stream_core.get_model("anthropic", "claude-sonnet-4-5")
@@ -210,7 +212,7 @@ def test_the_request_log_holds_parsed_bodies() -> None:
     assert json.loads(log.getvalue())["body"] == {"model": "m", "n": 1}
 
 
-def test_serve_answers_the_hosts_it_is_told_to(tmp_path) -> None:
+def test_serve_answers_the_hosts_it_is_told_to(tmp_path: Path) -> None:
     vendor_bytes(faux_text("Hi"), "anthropic-messages").write(tmp_path / "hi")
     code = "import sys; from stream_core._cli import main; raise SystemExit(main(sys.argv[1:]))"
     proc = subprocess.Popen(
