@@ -9,7 +9,6 @@ budget is configured. The pipeline's admission stage (`_pipeline/admission.py`) 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -18,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from .._errors import KEPT_LIMIT
+from . import redact
 from .file_store import FileStore
 from .stores import LimitSettlement, LimitStore, MemoryStore
 from .window import Snapshot
@@ -189,20 +190,26 @@ def flow(key: str) -> Flow:
     return found
 
 
-_last_digest: tuple[str, str] = ("", "-")
-"""The last key hashed and its hash: a process mostly calls with one key."""
+_endpoints: dict[str, tuple[str, str]] = {}
+"""Each base URL that carries a credential: (without it, the credential)."""
 
 
 def limit_key(provider: str, base_url: str, secret: str | None, model: str) -> str:
-    """The key a call is limited under: the API key only as a short hash."""
-    global _last_digest
-    if not secret:
-        digest = "-"
-    elif secret == _last_digest[0]:
-        digest = _last_digest[1]
-    else:
-        digest = hashlib.blake2b(secret.encode(), digest_size=8).hexdigest()
-        _last_digest = (secret, digest)
+    """The key a call is limited under. No part of a credential is in it: the API key
+    only as a slow salted hash (`redact.digest`, worked out once per process), the base
+    URL without userinfo or credential query parameters (folded into the hash, so two
+    credentials are still two keys)."""
+    if "@" in base_url or "?" in base_url or "#" in base_url:
+        found = _endpoints.get(base_url)
+        if found is None:
+            found = redact.without_credentials(base_url)
+            if len(_endpoints) >= KEPT_LIMIT:
+                _endpoints.clear()
+            _endpoints[base_url] = found
+        base_url, taken = found
+        if taken:
+            secret = f"{secret or ''}\n{taken}"
+    digest = redact.digest(secret) if secret else "-"
     return f"{provider}|{base_url}|{digest}|{model}"
 
 
@@ -257,15 +264,18 @@ async def _shared(op: str, run: Any) -> tuple[Any, LimitStore]:
             logger.warning(
                 "limit store %s failed (%s: %s) at %s; limiting in this process until "
                 "it answers again",
-                store.name,
+                redact.scrubbed(store.name),
                 type(exc).__name__,
-                str(exc)[:200],
+                # The error's text without a credential it may echo (a URL, a password).
+                redact.scrubbed(str(exc), getattr(store, "hidden", ()))[:200],
                 op,
             )
         return await run(local), local
     if config.warned:
         config.warned = False
-        logger.warning("limit store %s answers again; limits are shared again", store.name)
+        logger.warning(
+            "limit store %s answers again; limits are shared again", redact.scrubbed(store.name)
+        )
     return result, store
 
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import weakref
 from typing import Any
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 import anyio
 
 from .._transport import _spawn_detached
+from . import redact
 from .stores import LimitSettlement, LimitStore
 from .window import LATE, PERIOD, POLL, SLACK, Snapshot
 
@@ -178,9 +179,19 @@ async def _close_at_loop_end(client: Any) -> None:
             await client.aclose()
 
 
-def _shown(url: str) -> str:
-    """The URL without its password, for log lines."""
-    return re.sub(r"//([^/@:]*)(:[^/@]*)?@", r"//\1:***@", url) if "@" in url else url
+def _credentials(url: str) -> tuple[str, ...]:
+    """The URL's username, password and credential query values, longest first."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ()
+    found = [unquote(p) for p in parts.netloc.rpartition("@")[0].split(":") if p]
+    found += [
+        unquote_plus(value)
+        for name, _, value in (pair.partition("=") for pair in parts.query.split("&"))
+        if value and redact.is_credential(unquote_plus(name))
+    ]
+    return tuple(sorted(set(found), key=len, reverse=True))
 
 
 class RedisStore(LimitStore):
@@ -196,7 +207,9 @@ class RedisStore(LimitStore):
                 "pip install 'stream-core[redis]'"
             ) from None
         self.url = url
-        self.name = f"redis {_shown(url)}"
+        self.name = f"redis {redact.shown_url(url)}"  # no userinfo, no ?password=
+        self.hidden = _credentials(url)
+        """What the URL holds that no log line may show (see `limiter._shared`)."""
         self.prefix = prefix
         self.timeout = timeout
         self._clients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
