@@ -309,3 +309,46 @@ def test_a_write_that_fails_leaves_the_store_as_it_was(tmp_path: Path) -> None:
         assert code == 0 and after["spent"] == pytest.approx(first["spent"]), after
     finally:
         v.stop()
+
+
+def test_a_private_default_location_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    configure_limits(store="~/.cache/stream-core/limits.json")
+    made = tmp_path / ".cache" / "stream-core"
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    assert stat.S_IMODE((made / "limits.json").stat().st_mode) == 0o600
+
+
+def test_a_store_spoiled_after_start_up_is_left_as_it_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spoiled once running (by hand, or a disk): the process limits alone and says so;
+    the file is not started over, so no budget it held is forgotten."""
+    import logging
+
+    import anyio
+
+    from stream_core import Context, Model, StreamOptions, UserMessage, complete
+
+    path = tmp_path / "limits.json"
+    configure_limits(store=str(path))
+    spoiled = '{"keys": {}, "budgets": {"budget_usd": 0.3'
+    path.write_text(spoiled)
+    v = LimitedVendor(requests=10_000).start()
+    try:
+        model = Model(id="m-1", api="openai-completions", provider="openai", base_url=v.url)
+        ctx = Context(messages=[UserMessage(content="hi")])
+
+        async def call() -> Any:
+            return await complete(model, ctx, StreamOptions(api_key="k"))
+
+        with caplog.at_level(logging.WARNING, logger="stream_core"):
+            m = anyio.run(call)
+    finally:
+        v.stop()
+    assert m.error is None
+    assert path.read_text() == spoiled
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "limiting in this process" in said and "not a stream-core limit store" in said
