@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         estimate_tokens,
         fits_context,
     )
-    from ._limits.limiter import budget_spent, configure_limits
+    from ._limits.limiter import budget_spent, clear_limits, configure_limits
     from ._limits.stores import LimitSettlement, LimitStore
     from ._models import (
         Model,
@@ -181,7 +181,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "stream",
     ),
     "_history.roles": ("BashExecution", "BranchSummary", "CompactionSummary"),
-    "_limits.limiter": ("budget_spent", "configure_limits"),
+    "_limits.limiter": ("budget_spent", "clear_limits", "configure_limits"),
     "_limits.stores": ("LimitSettlement", "LimitStore"),
     "_pipeline.stream": ("AssistantStream",),
     "_routes.route": ("Deployment", "Route", "RouteStrategy"),
@@ -302,6 +302,7 @@ __all__ = [
     "budget_spent",
     "check_tool_call",
     "check_tool_calls",
+    "clear_limits",
     "compact",
     "compaction_cut",
     "complete",

@@ -58,7 +58,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> LimitStore:
     if request.param == "file":
         return FileStore(tmp_path / "limits.json")
     url = request.getfixturevalue("redis_url")
-    return RedisStore(url, prefix=_prefix(), timeout=2.0)
+    made = RedisStore(url, prefix=_prefix(), timeout=2.0)
+    made.server_time = False  # the table's times, not the server's clock
+    return made
 
 
 T = 1_800_000_000.0

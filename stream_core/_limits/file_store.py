@@ -27,7 +27,6 @@ from typing import Any
 import anyio
 
 from .._transport import _loop_key
-from . import window
 from .stores import LimitSettlement, LimitStore, _Tables
 from .window import Snapshot
 
@@ -241,8 +240,21 @@ class FileStore(LimitStore):
     async def settle(self, settlement: LimitSettlement, now: float) -> None:
         await self._apply(lambda t: t.settle(settlement, now))
 
-    async def cool(self, key: str, until: float) -> None:
-        await self._apply(lambda t: window.pause(t.keys.setdefault(key, {}), until, "c"))
+    async def cool(
+        self,
+        key: str,
+        until: float,
+        now: float | None = None,
+        *,
+        started: float | None = None,
+        backoff: tuple[float, float] | None = None,
+        reset: bool = False,
+    ) -> tuple[float, int]:
+        at = time.time() if now is None else now
+        found: tuple[float, int] = await self._apply(
+            lambda t: t.cool(key, until, at, started, backoff, reset)
+        )
+        return found
 
     async def cooling(self, keys: list[str]) -> list[float]:
         found: list[float] = await self._apply(
@@ -251,5 +263,8 @@ class FileStore(LimitStore):
         return found
 
     async def spent(self, name: str) -> float:
-        found: float = await self._apply(lambda t: t.spent.get(name, 0.0))
+        found: float = await self._apply(lambda t: t.spent_of(name))
         return found
+
+    async def clear(self, match: tuple[str, str] | None) -> None:
+        await self._apply(lambda t: t.clear(match))

@@ -18,9 +18,10 @@ from typing import Any
 import anyio
 
 from .._errors import KEPT_LIMIT
-from . import redact
+from . import redact, window
 from .file_store import FileStore
-from .stores import LimitSettlement, LimitStore, MemoryStore
+from .flow import Flow
+from .stores import LimitSettlement, LimitStore, MemoryStore, model_keys
 from .window import Snapshot
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "Ticket",
     "admit",
     "budget_spent",
+    "clear_limits",
     "config",
     "configure_limits",
     "flow",
@@ -59,6 +61,7 @@ class _Config:
         "down_until",
         "enabled",
         "local",
+        "max_pause",
         "store",
         "timeout",
         "warned",
@@ -66,6 +69,7 @@ class _Config:
 
     def __init__(self) -> None:
         self.enabled = True
+        self.max_pause = window.MAX_PAUSE
         self.local = MemoryStore()
         self.store: LimitStore = self.local
         self.budget_usd: float | None = None
@@ -94,6 +98,7 @@ def configure_limits(
     enabled: bool = True,
     prefix: str = "stream_core",
     timeout: float = 0.25,
+    max_pause: float = window.MAX_PAUSE,
 ) -> None:
     """Set where rate limits, pauses, cooldowns and budgets are kept, for every call of
     the process that starts afterwards.
@@ -110,12 +115,21 @@ def configure_limits(
     worst case fits (its estimated input and `max_tokens` of output at the model's prices),
     and settled to its exact cost; one that cannot fit ends at once with kind `budget`,
     nothing sent. `enabled=False` turns the limiter off (no waits, no budgets).
+
+    `max_pause`: the longest, in seconds, that a pause or a window learned from a vendor
+    is believed (300 by default): a 429's `Retry-After`, a reset in its rate-limit
+    headers, or any such time read back from the store. A 429's pause is also at most the
+    `max_retry_delay` of the call that met it, so by default calls wait it out rather
+    than fail; raise both to honour longer pauses. `clear_limits` forgets a key at once.
     """
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be True or False, not {enabled!r}")
     timeout = _number(timeout, "timeout")
     if timeout == 0:
         raise ValueError("timeout must be more than 0")
+    max_pause = _number(max_pause, "max_pause")
+    if max_pause == 0:
+        raise ValueError("max_pause must be more than 0")
     if not isinstance(prefix, str) or not prefix:
         raise TypeError(f"prefix must be a non-empty string, not {prefix!r}")
     limit = None if budget_usd is None else _number(budget_usd, "budget_usd")
@@ -134,6 +148,7 @@ def configure_limits(
     config.budget_usd = limit
     config.budgets = named
     config.timeout = timeout
+    config.max_pause = window.bounds.max_pause = max_pause
     config.down_until = 0.0
     config.warned = False
     _flows.clear()
@@ -164,20 +179,7 @@ def _store(
 
 
 # --- this process's adaptive concurrency, for keys with no rate-limit headers -------------
-
-
-class Flow:
-    """Calls in flight on a key in this process, and the concurrency a 429 taught (None:
-    open). Grows by one a round of successes, halves on a 429; gone once the vendor sends
-    rate-limit headers, which say more."""
-
-    __slots__ = ("in_flight", "learned", "limit", "token_limits")
-
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.limit: float | None = None
-        self.learned = False
-        self.token_limits = False
+# (and its correction to the context estimate: `flow.Flow`)
 
 
 _flows: dict[str, Flow] = {}
@@ -220,7 +222,7 @@ class Ticket(LimitSettlement):
     """One admitted attempt: what it reserved, where, and what the vendor said of it;
     when it ends, what it used (the `LimitSettlement` its store applies)."""
 
-    __slots__ = ("answered", "asks", "store")
+    __slots__ = ("_answered_at", "asks", "cuts", "estimate", "store")
 
     def __init__(
         self,
@@ -238,10 +240,27 @@ class Ticket(LimitSettlement):
         self.report = []
         self.pause_until = 0.0
         self.settles = []
+        self.answered_ago = None
         self.store = store
         self.asks = asks
-        self.answered = False
+        self._answered_at = 0.0
+        self.estimate = 0
+        """The context estimate, uncorrected (what the flow's `scale` learns from)."""
+        self.cuts = 0
+        """The flow's cuts when admitted: a 429 on a call sent before a cut cuts nothing."""
+
+    @property
+    def answered(self) -> bool:
         """A 2xx response arrived: the vendor counts what it generates."""
+        return self._answered_at > 0
+
+    @answered.setter
+    def answered(self, value: bool) -> None:
+        self._answered_at = time.monotonic() if value else 0.0
+
+    def since_answered(self) -> float:
+        """Seconds since the 2xx response arrived (`answered`)."""
+        return max(time.monotonic() - self._answered_at, 0.0)
 
 
 async def _shared(op: str, run: Any) -> tuple[Any, LimitStore]:
@@ -332,16 +351,30 @@ async def settle(ticket: Ticket) -> None:
             local.tables.settle(LimitSettlement(ticket.key, pause_until=ticket.pause_until), now)
 
 
-async def share_cool(key: str, until: float) -> None:
-    """Tell everyone sharing the store that a route's deployment cools until `until`."""
+async def share_cool(
+    key: str,
+    until: float,
+    *,
+    started: float | None = None,
+    backoff: tuple[float, float] | None = None,
+    reset: bool = False,
+) -> tuple[float, int] | None:
+    """Tell everyone sharing the store that a route's deployment failed (one more failure
+    in a row unless sent, `started`, before the last: it cools until the later of `until`
+    and its `backoff`) or, with `reset`, served (see `LimitStore.cool`). Returns the
+    store's (deadline, failures in a row), None if it said nothing usable."""
+    now = time.time()
 
-    async def run(store: LimitStore) -> None:
-        await store.cool(key, until)
+    async def run(store: LimitStore) -> Any:
+        return await store.cool(key, until, now, started=started, backoff=backoff, reset=reset)
 
     try:
-        await _shared("cooldown", run)
+        found, _ = await _shared("cooldown", run)
     except Exception:  # pragma: no cover - the local store does not fail
-        pass
+        return None
+    if not isinstance(found, tuple) or len(found) != 2:
+        return None  # a store of an older interface: cooled, no streak known
+    return found[0], found[1]
 
 
 async def budget_spent(name: str | None = None) -> float:
@@ -354,3 +387,18 @@ async def budget_spent(name: str | None = None) -> float:
     found, _ = await _shared("budget", run)
     result: float = found
     return result
+
+
+async def clear_limits(model: Any = None) -> None:
+    """Forget what the limiter has learned: every key's limits, pauses, route cooldowns
+    and concurrency caps, or only those of `model` (a `Model`; every API key and base URL
+    it is called with), in the configured store (so for every process sharing it) and in
+    this process. Budgets are kept. For a key a vendor froze with a bad `Retry-After`, or
+    after the vendor raised your limits."""
+    match = None if model is None else (str(model.provider), str(model.id))
+    for store in {id(config.local): config.local, id(config.store): config.store}.values():
+        with anyio.fail_after(max(config.timeout, 5.0)):
+            await store.clear(match)
+    for key, found in list(_flows.items()):
+        if model_keys(key, match):
+            found.reset()  # its waiters go on: the key is open

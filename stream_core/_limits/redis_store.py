@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
 import threading
+import time
 import weakref
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit
@@ -19,7 +22,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit
 import anyio
 
 from .._transport import _spawn_detached
-from . import redact
+from . import redact, window
 from .stores import LimitSettlement, LimitStore
 from .window import LATE, PERIOD, POLL, SLACK, Snapshot
 
@@ -30,12 +33,46 @@ _EXPIRE = 86_400
 
 _COMMON = """
 local function val(x) if x == cjson.null then return nil end return x end
+local function num(x)
+  return type(x) == 'number' and x == x and x ~= math.huge and x ~= -math.huge
+end
+local function clock()
+  if ARGV[1] ~= '' then return tonumber(ARGV[1]) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local maxp = tonumber(ARGV[2])
 local function roll(s, now)
   local r, period = s[3], s[5]
   if period <= 0 then period = __PERIOD__ end
   s[2] = s[1]
   s[4] = s[4] + 1
   s[3] = r + period * (math.floor((now - r) / period) + 1)
+end
+local function check(entry, now)
+  if type(entry) ~= 'table' then return nil end
+  local far = now + maxp
+  for _, f in ipairs({'p', 's', 'c'}) do
+    local x = entry[f]
+    if x ~= nil then
+      if not num(x) then entry[f] = nil elseif x > far then entry[f] = far end
+    end
+  end
+  local names = entry.n
+  if names == nil then return entry end
+  if type(names) ~= 'table' then entry.n = nil return entry end
+  for name, s in pairs(names) do
+    local ok = type(s) == 'table' and #s == 5
+    if ok then for i = 1, 5 do if not num(s[i]) then ok = false end end end
+    if ok and (s[1] < 0 or s[3] < 0) then ok = false end
+    if not ok then names[name] = nil else
+      if s[2] > s[1] then s[2] = s[1] end
+      if s[3] > far + __LATE__ then s[3] = far end
+      if s[5] < 0 then s[5] = 0 end
+      if s[5] > maxp then s[5] = maxp end
+    end
+  end
+  return entry
 end
 local function admit(entry, needs, now, route)
   local paused = entry.p or 0
@@ -63,7 +100,14 @@ local function admit(entry, needs, now, route)
   end
   return 0, snap
 end
-local function settle(entry, snap, used, needs, report, pause_until, now)
+local function forgive(entry, answered_at)
+  if (entry.p or 0) ~= 0 and answered_at > (entry.s or 0) then
+    entry.p = nil
+    entry.s = nil
+  end
+end
+local function settle(entry, snap, used, needs, report, pause_until, now, answered_at)
+  local far = now + maxp
   if not entry.n then entry.n = {} end
   local names = entry.n
   for name, gen in pairs(snap) do
@@ -78,6 +122,7 @@ local function settle(entry, snap, used, needs, report, pause_until, now)
   for _, r in ipairs(report) do
     local name, limit, remaining, resets_at = r[1], val(r[2]), val(r[3]), val(r[4])
     if limit then
+      if resets_at then resets_at = math.min(now + resets_at, far) end
       local s = names[name]
       if not s then
         local wait = 0
@@ -99,75 +144,193 @@ local function settle(entry, snap, used, needs, report, pause_until, now)
       end
     end
   end
-  if pause_until > (entry.p or 0) then entry.p = pause_until end
+  if pause_until then
+    pause_until = math.min(pause_until, far)
+    if pause_until > (entry.p or 0) then entry.p = pause_until end
+    entry.s = now
+  elseif answered_at then
+    forgive(entry, answered_at)
+  end
 end
 local function load(key)
-  local raw = redis.call('GET', key)
-  if raw then return cjson.decode(raw) end
+  local raw = redis.pcall('GET', key)
+  if type(raw) ~= 'string' then return nil end
+  local ok, entry = pcall(cjson.decode, raw)
+  if ok then return entry end
   return nil
 end
 local function save(key, entry)
   redis.call('SET', key, cjson.encode(entry), 'EX', __EXPIRE__)
 end
+local function spent(key)
+  local x = tonumber(redis.pcall('GET', key))
+  if x == nil or not num(x) or x < 0 then
+    redis.call('SET', key, '0')
+    return 0
+  end
+  return x
+end
+local function expire(bkey, rkey, now)
+  local old = redis.call('ZRANGEBYSCORE', rkey, '-inf', now, 'LIMIT', 0, 1000)
+  if #old == 0 then return end
+  local back = 0
+  for _, m in ipairs(old) do
+    local x = tonumber(string.match(m, '|([^|]*)$'))
+    if x and num(x) then back = back + x end
+    redis.call('ZREM', rkey, m)
+  end
+  redis.call('SET', bkey, tostring(math.max(spent(bkey) - back, 0)))
+end
 """.replace("__POLL__", repr(POLL)).replace("__SLACK__", repr(SLACK))
 _COMMON = _COMMON.replace("__LATE__", repr(LATE)).replace("__PERIOD__", repr(PERIOD))
 _COMMON = _COMMON.replace("__EXPIRE__", str(_EXPIRE))
 
+# KEYS: the key's state, then per budget its spend and its reservations (a sorted set of
+# "id|amount" by expiry). ARGV: the caller's `now` ('' for the server's TIME), max_pause.
 _ADMIT = (
     _COMMON
     + """
-local now = tonumber(ARGV[1])
-local needs = cjson.decode(ARGV[2])
-local asks = cjson.decode(ARGV[3])
-local entry = load(KEYS[1])
+local now = clock()
+local needs = cjson.decode(ARGV[3])
+local asks = cjson.decode(ARGV[4])
+local entry = check(load(KEYS[1]), now)
 local wait, snap = 0, {}
-if entry then wait, snap = admit(entry, needs, now, ARGV[4] == "1") end
-if wait > 0 then return cjson.encode({wait, {}, false}) end
+if entry then wait, snap = admit(entry, needs, now, ARGV[5] == "1") end
+if wait > 0 then
+  save(KEYS[1], entry)
+  return cjson.encode({wait, {}, false})
+end
 for j, ask in ipairs(asks) do
-  local left = ask[2] - tonumber(redis.call('GET', KEYS[1 + j]) or '0')
+  local bkey, rkey = KEYS[2 * j], KEYS[2 * j + 1]
+  expire(bkey, rkey, now)
+  local left = ask[2] - spent(bkey)
   if ask[3] > left then
     if entry then
-      settle(entry, snap, {}, needs, {}, 0, now)
+      settle(entry, snap, {}, needs, {}, nil, now, nil)
       save(KEYS[1], entry)
     end
     return cjson.encode({0, {}, {ask[1], left}})
   end
 end
-for j, ask in ipairs(asks) do redis.call('INCRBYFLOAT', KEYS[1 + j], tostring(ask[3])) end
+for j, ask in ipairs(asks) do
+  redis.call('INCRBYFLOAT', KEYS[2 * j], tostring(ask[3]))
+  if ask[4] then redis.call('ZADD', KEYS[2 * j + 1], now + ask[5], ask[4]) end
+end
 if entry then save(KEYS[1], entry) end
 return cjson.encode({0, snap, false})
 """
 )
 
+# ARGV: now, max_pause, snap, used, needs, the report (resets as seconds from now), the
+# pause (seconds from now, '' for none), the budget settlements, and how long ago a normal
+# answer arrived ('' for none).
 _SETTLE = (
     _COMMON
     + """
-local now = tonumber(ARGV[1])
-local snap, used, needs = cjson.decode(ARGV[2]), cjson.decode(ARGV[3]), cjson.decode(ARGV[4])
-local report, pause_until = cjson.decode(ARGV[5]), tonumber(ARGV[6])
-local settles = cjson.decode(ARGV[7])
-if next(snap) or #report > 0 or pause_until > 0 then
-  local entry = load(KEYS[1]) or {}
-  settle(entry, snap, used, needs, report, pause_until, now)
+local now = clock()
+local snap, used, needs = cjson.decode(ARGV[3]), cjson.decode(ARGV[4]), cjson.decode(ARGV[5])
+local report = cjson.decode(ARGV[6])
+local pause_until, answered_at = nil, nil
+if ARGV[7] ~= '' then pause_until = now + tonumber(ARGV[7]) end
+if ARGV[9] ~= '' then answered_at = now - tonumber(ARGV[9]) end
+local settles = cjson.decode(ARGV[8])
+if next(snap) or #report > 0 or pause_until then
+  local entry = check(load(KEYS[1]), now) or {}
+  settle(entry, snap, used, needs, report, pause_until, now, answered_at)
   save(KEYS[1], entry)
+elseif answered_at then
+  local entry = check(load(KEYS[1]), now)
+  if entry and (entry.p or 0) ~= 0 then
+    forgive(entry, answered_at)
+    save(KEYS[1], entry)
+  end
 end
 for j, s in ipairs(settles) do
-  redis.call('INCRBYFLOAT', KEYS[1 + j], tostring(s[2] - s[1]))
+  local bkey = KEYS[2 * j]
+  local delta = s[2] - s[1]
+  if s[3] and redis.call('ZREM', KEYS[2 * j + 1], s[3]) == 0 then delta = s[2] end
+  redis.call('SET', bkey, tostring(math.max(spent(bkey) + delta, 0)))
 end
 return 1
 """
 )
 
+# A route's failure, or with reset its success (`stores.cool_entry`: `r` failures in a
+# row, `b` when the last was counted). ARGV: now ('' for TIME), unused, the wait from
+# now ('' for none), how long ago the attempt was sent ('' unknown), the backoff's base
+# and cap ('' for none), "1" to reset. Answers [seconds the key cools from now, failures].
 _COOL = (
     _COMMON
     + """
-local entry = load(KEYS[1]) or {}
-local until_ = tonumber(ARGV[1])
-if until_ > (entry.c or 0) then entry.c = until_ end
+local function finite(x)
+  return type(x) == 'number' and x == x and x ~= math.huge and x ~= -math.huge
+end
+local now = tonumber(ARGV[1])
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local entry = load(KEYS[1])
+local reset = ARGV[7] == '1'
+if type(entry) ~= 'table' then
+  if reset then return cjson.encode({0, 0}) end
+  entry = {}
+end
+local row, began = entry.r, entry.b
+if not finite(row) or row < 0 then row = 0 end
+if not finite(began) or began > now + 60 then began = 0 end
+if entry.c ~= nil and not finite(entry.c) then entry.c = nil end
+row = math.min(math.floor(row), 64)
+local same = ARGV[4] ~= '' and now - tonumber(ARGV[4]) < began
+if reset then
+  if row == 0 or same then return cjson.encode({(entry.c or now) - now, row}) end
+  row = 0
+  entry.r = 0
+else
+  if not same then
+    row = row + 1
+    began = now
+    entry.r = row
+    entry.b = now
+  end
+  local until_ = 0
+  if ARGV[3] ~= '' then until_ = now + tonumber(ARGV[3]) end
+  if ARGV[5] ~= '' then
+    local w = tonumber(ARGV[5]) * 2 ^ math.min(math.max(row, 1) - 1, 30)
+    w = math.min(tonumber(ARGV[6]), w)
+    if began + w > until_ then until_ = began + w end
+  end
+  if until_ > (entry.c or 0) then entry.c = until_ end
+end
 save(KEYS[1], entry)
-return 1
+return cjson.encode({(entry.c or now) - now, row})
 """
 )
+
+
+_MAX_REPLY = 65_536
+"""Bytes: a script's answer is a few dozen; a longer one is not believed (nor parsed)."""
+
+
+def _reply(raw: Any) -> list[Any]:
+    """A script's JSON answer, checked: [wait, snapshot, short budget or false]."""
+    if not isinstance(raw, bytes | str) or len(raw) > _MAX_REPLY:
+        raise ValueError("the store's answer is not one of the limiter's")
+    found = json.loads(raw)
+    if (
+        not isinstance(found, list)
+        or len(found) != 3
+        or not window.number(found[0])
+        or not isinstance(found[1], dict | list)
+    ):
+        raise ValueError("the store's answer is not one of the limiter's")
+    found[0] = min(max(found[0], 0.0), window.bounds.max_pause + LATE)
+    return found
+
+
+def _glob(text: str) -> str:
+    """`text` matched literally in a SCAN pattern."""
+    return re.sub(r"([*?\\[\]])", r"\\\1", text)
 
 
 async def _close_at_loop_end(client: Any) -> None:
@@ -197,6 +360,10 @@ def _credentials(url: str) -> tuple[str, ...]:
 class RedisStore(LimitStore):
     """`redis://...` (or `rediss://`, `unix://`): the limiter's state in Redis, shared by
     every process that names it; keys under `prefix`."""
+
+    server_time = True
+    """Times are the Redis server's (`TIME`): the callers' clocks may differ. False trusts
+    each caller's `now` instead (tests that replay a table of times)."""
 
     def __init__(self, url: str, *, prefix: str = "stream_core", timeout: float = 0.25) -> None:
         try:
@@ -265,7 +432,11 @@ class RedisStore(LimitStore):
             script = self._async_client(loop)[which]
             return await script(keys=keys, args=args)
         script = self._sync_client()[which]
-        return await anyio.to_thread.run_sync(lambda: script(keys=keys, args=args))
+        # Abandoned at the store's timeout: a reply that never ends (or is 100 MB) keeps
+        # its thread, never the call.
+        return await anyio.to_thread.run_sync(
+            lambda: script(keys=keys, args=args), abandon_on_cancel=True
+        )
 
     async def _get(self, keys: list[str]) -> list[Any]:
         try:
@@ -276,7 +447,9 @@ class RedisStore(LimitStore):
             found: list[Any] = await self._async_client(loop)[0].mget(keys)
             return found
         client = self._sync_client()[0]
-        result: list[Any] = await anyio.to_thread.run_sync(lambda: client.mget(keys))
+        result: list[Any] = await anyio.to_thread.run_sync(
+            lambda: client.mget(keys), abandon_on_cancel=True
+        )
         return result
 
     def _key(self, key: str) -> str:
@@ -285,34 +458,84 @@ class RedisStore(LimitStore):
     def _budget(self, name: str) -> str:
         return f"{self.prefix}:b:{name}"
 
+    def _budget_keys(self, name: str) -> list[str]:
+        """A budget's spend and its reservations not yet settled (`r`: expiring)."""
+        return [f"{self.prefix}:b:{name}", f"{self.prefix}:r:{name}"]
+
+    def _clock(self, now: float) -> str:
+        return repr(now) if not self.server_time else ""
+
     # --- the store ----------------------------------------------------------------------
 
     async def admit(
         self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
     ) -> tuple[float, Snapshot, list[Any] | None]:
-        keys = [self._key(key), *(self._budget(a[0]) for a in asks)]
-        args = [repr(now), json.dumps(needs), json.dumps(asks), "1" if route else "0"]
-        wait, snap, short = json.loads(await self._run(1, keys, args))
+        keys = [self._key(key)]
+        for a in asks:
+            keys += self._budget_keys(a[0])
+        args = [
+            self._clock(now),
+            repr(window.bounds.max_pause),
+            json.dumps(needs),
+            json.dumps(asks),
+            "1" if route else "0",
+        ]
+        wait, snap, short = _reply(await self._run(1, keys, args))
         return float(wait), snap or {}, short or None
 
     async def settle(self, settlement: LimitSettlement, now: float) -> None:
         s = settlement
-        if not (s.snap or s.report or s.pause_until or s.settles):
+        if not (s.snap or s.report or s.pause_until or s.settles or s.answered_ago is not None):
             return
-        keys = [self._key(s.key), *(self._budget(b[0]) for b in s.settles)]
+        keys = [self._key(s.key)]
+        for b in s.settles:
+            keys += self._budget_keys(b[0])
+        # Times go as seconds from the caller's `now`: the script adds its own clock.
+        report = [[n, limit, left, at - now if at else None] for n, limit, left, at in s.report]
         args = [
-            repr(now),
+            self._clock(now),
+            repr(window.bounds.max_pause),
             json.dumps(s.snap) if s.snap else "{}",
             json.dumps(s.used) if s.used else "{}",
             json.dumps(s.needs) if s.needs else "{}",
-            json.dumps(s.report),
-            repr(s.pause_until),
+            json.dumps(report),
+            repr(s.pause_until - now) if s.pause_until else "",
             json.dumps([b[1:] for b in s.settles]),
+            "" if s.answered_ago is None else repr(max(s.answered_ago, 0.0)),
         ]
         await self._run(2, keys, args)
 
-    async def cool(self, key: str, until: float) -> None:
-        await self._run(3, [self._key(key)], [repr(until)])
+    async def cool(
+        self,
+        key: str,
+        until: float,
+        now: float | None = None,
+        *,
+        started: float | None = None,
+        backoff: tuple[float, float] | None = None,
+        reset: bool = False,
+    ) -> tuple[float, int]:
+        # Times go as seconds from the caller's `now`: the script adds its own clock.
+        now = time.time() if now is None else now
+        args = [
+            self._clock(now),
+            "",
+            repr(until - now) if until and not reset else "",
+            "" if started is None else repr(max(now - started, 0.0)),
+            "" if backoff is None else repr(backoff[0]),
+            "" if backoff is None else repr(backoff[1]),
+            "1" if reset else "0",
+        ]
+        raw = await self._run(3, [self._key(key)], args)
+        found = json.loads(raw) if isinstance(raw, bytes | str) and len(raw) < 256 else None
+        if not (
+            isinstance(found, list)
+            and len(found) == 2
+            and all(isinstance(x, int | float) and math.isfinite(x) for x in found)
+        ):
+            raise ValueError("the store's answer is not one of the limiter's")
+        left, row = found
+        return (now + left if left > 0 else 0.0), max(int(row), 0)
 
     async def cooling(self, keys: list[str]) -> list[float]:
         found = await self._get([self._key(k) for k in keys])
@@ -326,7 +549,33 @@ class RedisStore(LimitStore):
 
     async def spent(self, name: str) -> float:
         (raw,) = await self._get([self._budget(name)])
-        return float(raw) if raw else 0.0
+        try:
+            found = float(raw) if raw and len(raw) < 64 else 0.0
+        except ValueError:
+            return 0.0
+        return found if window.number(found) and found > 0 else 0.0
+
+    async def clear(self, match: tuple[str, str] | None) -> None:
+        tail = "*" if match is None else f"{_glob(match[0])}|*|{_glob(match[1])}"
+        pattern = f"{_glob(self.prefix)}:k:{tail}"
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            client = self._async_client(loop)[0]
+            batch = [k async for k in client.scan_iter(match=pattern, count=1000)]
+            for i in range(0, len(batch), 500):
+                await client.delete(*batch[i : i + 500])
+            return
+        sync = self._sync_client()[0]
+
+        def run() -> None:
+            batch = list(sync.scan_iter(match=pattern, count=1000))
+            for i in range(0, len(batch), 500):
+                sync.delete(*batch[i : i + 500])
+
+        await anyio.to_thread.run_sync(run)
 
     async def aclose(self) -> None:
         for client, *_ in list(self._clients.values()):

@@ -4,7 +4,8 @@ One state per key (provider, base URL, key hash, model), a JSON-able dict, so th
 functions serve the in-process store and the file store, and `redis.lua` is a line-by-line
 port of them (the store tests run one scenario table through all three):
 
-    {"p": paused until (Unix time), "c": cooling until (routes),
+    {"p": paused until (Unix time), "s": when that pause was last asked for,
+     "c": cooling until (routes),
      "n": {limit name: [limit, available, resets_at, generation, period]}}
 
 `available` counts down as calls are admitted (each reserves its need) and is set whole
@@ -15,6 +16,13 @@ A settlement gives back what a call reserved and did not use, in the generation 
 reserved in only. `period` is the longest reset wait seen: the next window's reset when a
 window rolls before the vendor has said (`PERIOD` while none has been seen). Nothing here
 sleeps or does I/O.
+
+Nothing a vendor says or a store holds is believed past `bounds.max_pause`: a pause, a
+reset or a period further away is clamped to it, and `check` range-checks an entry read
+back from a store (a value that is not a finite number is dropped). A normal answer
+(`settle`'s `answered_at`) received after the key's last 429 lifts that 429's pause.
+Budget reservations (`budget_admit`) carry an expiry: one never settled (a worker killed
+mid-call) is given back when it passes.
 """
 
 from __future__ import annotations
@@ -24,14 +32,21 @@ from typing import Any
 
 __all__ = [
     "LATE",
+    "MAX_PAUSE",
     "PERIOD",
     "POLL",
+    "RESERVATION_TTL",
     "SLACK",
     "admit",
+    "bounds",
     "budget_admit",
     "budget_settle",
+    "check",
+    "forgive",
+    "number",
     "pause",
     "settle",
+    "spent_of",
 ]
 
 POLL = 0.05
@@ -51,9 +66,73 @@ SLACK = 1.0
 """Vendors round their reset times (whole seconds, `6m0s`): resets this close are the
 same window's."""
 
+MAX_PAUSE = 300.0
+"""Seconds: the longest pause, reset or window learned from a vendor is believed, by
+default (`configure_limits(max_pause=...)`): a `Retry-After: 1000000000`, a reset in 2999
+or milliseconds sent as seconds cost at most this long."""
+
+RESERVATION_TTL = 3600.0
+"""Seconds a budget reservation is held when its call says nothing shorter: one never
+settled (its worker killed) is given back after it."""
+
+
+class _Bounds:
+    __slots__ = ("max_pause",)
+
+    def __init__(self) -> None:
+        self.max_pause = MAX_PAUSE
+
+
+bounds = _Bounds()
+"""The process's bounds, set by `configure_limits`; every store reads them."""
+
 Entry = dict[str, Any]
 Snapshot = dict[str, int]
 """Per limit name: the generation (window) the call's reservation was made in."""
+
+
+def number(x: Any) -> bool:
+    """A finite int or float (not a bool, not NaN or an infinity)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and x == x and abs(x) != math.inf
+
+
+def check(entry: Any, now: float) -> Entry | None:
+    """An entry read from a store, made safe to use, in place: None when it is not an
+    entry at all; a pause, cooldown or reset past `now + max_pause` is brought to it, a
+    period to at most `max_pause`, an available count to at most its limit, and a field
+    or limit that is not a number is dropped."""
+    if not isinstance(entry, dict):
+        return None
+    far = now + bounds.max_pause
+    for field in ("p", "s", "c"):
+        if field in entry:
+            x = entry[field]
+            if not number(x):
+                del entry[field]
+            elif x > far:
+                entry[field] = far
+    names = entry.get("n")
+    if names is None:
+        return entry
+    if not isinstance(names, dict):
+        del entry["n"]
+        return entry
+    for name in list(names):
+        s = names[name]
+        if (
+            not isinstance(s, list)
+            or len(s) != 5
+            or not all(number(x) for x in s)
+            or s[0] < 0
+            or s[2] < 0
+        ):
+            del names[name]
+            continue
+        s[1] = min(s[1], s[0])
+        if s[2] > far + LATE:
+            s[2] = far
+        s[4] = min(max(s[4], 0.0), bounds.max_pause)
+    return entry
 
 
 def _roll(s: list[Any], now: float) -> None:
@@ -106,10 +185,13 @@ def settle(
     report: list[list[Any]],
     pause_until: float,
     now: float,
+    answered_at: float | None = None,
 ) -> None:
     """The end of an attempt: what it reserved (`needs`, in `snap`'s generations) less what
     it used goes back; then the vendor's `report` ([name, limit, remaining, resets_at]
-    each, any of the three None) is learned, and a 429's pause recorded."""
+    each, any of the three None) is learned, and a 429's pause recorded (at most
+    `max_pause` on). `answered_at`: when a normal answer arrived, if one did (`forgive`)."""
+    far = now + bounds.max_pause
     names: dict[str, list[Any]] = entry.setdefault("n", {})
     for name, gen in snap.items():
         s = names.get(name)
@@ -122,6 +204,8 @@ def settle(
     for name, limit, remaining, resets_at in report:
         if limit is None:
             continue  # a remaining count without its limit cannot be refilled
+        if resets_at and resets_at > far:
+            resets_at = far  # a reset in 2999 is a window of `max_pause` at most
         s = names.get(name)
         if s is None:
             wait = resets_at - now if resets_at else 0.0
@@ -142,8 +226,19 @@ def settle(
             s[1] = min(s[1], remaining)
         if resets_at:
             s[2] = resets_at
-    if pause_until > entry.get("p", 0.0):
-        entry["p"] = pause_until
+    if pause_until:
+        pause(entry, min(pause_until, far))
+        entry["s"] = now
+    elif answered_at is not None:
+        forgive(entry, answered_at)
+
+
+def forgive(entry: Entry, answered_at: float) -> None:
+    """A normal answer that arrived (`answered_at`) after the key's last 429 lifts its
+    pause: the vendor serves again."""
+    if entry.get("p", 0.0) and answered_at > entry.get("s", 0.0):
+        entry.pop("p", None)
+        entry.pop("s", None)
 
 
 def pause(entry: Entry, until: float, field: str = "p") -> None:
@@ -153,19 +248,67 @@ def pause(entry: Entry, until: float, field: str = "p") -> None:
         entry[field] = until
 
 
-def budget_admit(spent: dict[str, float], asks: list[list[Any]]) -> list[Any] | None:
-    """Reserve each ask ([name, cap, worst case]) or none: None when all fit, else [the
-    first name that does not, what is left of it]."""
-    for name, cap, worst in asks:
-        left = cap - spent.get(name, 0.0)
+def spent_of(spent: dict[str, float], name: str) -> float:
+    """What a budget has spent, as a store holds it: a negative or non-number is 0."""
+    x = spent.get(name, 0.0)
+    if not number(x) or x < 0:
+        spent[name] = x = 0.0
+    return float(x)
+
+
+def _held(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2 and number(v[0]) and number(v[1])
+
+
+def _expire(spent: dict[str, float], held: dict[str, Any], name: str, now: float) -> None:
+    """Give back the reservations on `name` that were never settled in time."""
+    mine = held.get(name)
+    if not isinstance(mine, dict):
+        held.pop(name, None)
+        return
+    for rid in [r for r, v in mine.items() if not (_held(v) and v[1] > now)]:
+        v = mine.pop(rid)
+        if _held(v):
+            spent[name] = spent_of(spent, name) - v[0]
+    if not mine:
+        del held[name]
+
+
+def budget_admit(
+    spent: dict[str, float],
+    asks: list[list[Any]],
+    now: float = 0.0,
+    held: dict[str, Any] | None = None,
+) -> list[Any] | None:
+    """Reserve each ask ([name, cap, worst case], and optionally the reservation's id and
+    seconds it is held) or none: None when all fit, else [the first name that does not,
+    what is left of it]. A reservation with an id is kept in `held` until settled or
+    expired."""
+    if held is not None:
+        for ask in asks:
+            _expire(spent, held, ask[0], now)
+    for name, cap, worst, *_ in asks:
+        left = cap - spent_of(spent, name)
         if worst > left:
             return [name, left]
-    for name, _, worst in asks:
+    for ask in asks:
+        name, worst = ask[0], ask[2]
         spent[name] = spent.get(name, 0.0) + worst
+        if held is not None and len(ask) > 4:
+            held.setdefault(name, {})[ask[3]] = [worst, now + ask[4]]
     return None
 
 
-def budget_settle(spent: dict[str, float], settles: list[list[Any]]) -> None:
-    """Each [name, reserved, actual]: the reservation becomes the exact cost."""
-    for name, reserved, actual in settles:
-        spent[name] = spent.get(name, 0.0) - reserved + actual
+def budget_settle(
+    spent: dict[str, float], settles: list[list[Any]], held: dict[str, Any] | None = None
+) -> None:
+    """Each [name, reserved, actual] (and optionally the reservation's id): the reservation
+    becomes the exact cost; one already given back (expired) adds the exact cost only."""
+    for name, reserved, actual, *rid in settles:
+        if rid and held is not None:
+            mine = held.get(name)
+            if not isinstance(mine, dict) or mine.pop(rid[0], None) is None:
+                reserved = 0.0
+            elif not mine:
+                del held[name]
+        spent[name] = spent_of(spent, name) - reserved + actual

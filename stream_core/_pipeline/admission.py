@@ -12,6 +12,7 @@ route moves on.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import anyio
@@ -19,7 +20,8 @@ import anyio
 from .._cost import compute_cost
 from .._errors import StreamFailure
 from .._limits import limiter
-from .._limits.window import POLL
+from .._limits.flow import GROW_EVERY, Flow
+from .._limits.window import RESERVATION_TTL
 from .._transport import run_soon
 from .._types import StreamError, Usage
 from .state import CallState
@@ -74,7 +76,7 @@ class Admission(CallState):
         opts = self._options
         max_out = opts.max_tokens or self._model.max_tokens or 0
         budgeted = cfg.budget_usd is not None or opts.budget is not None
-        estimate = 0
+        estimate = raw = 0
         if (
             flow.token_limits
             or budgeted
@@ -83,26 +85,48 @@ class Admission(CallState):
         ):
             from .._history.tokens import estimate_context_tokens  # its regexes: when needed
 
-            estimate = estimate_context_tokens(self._context)
-        needs = {
-            "requests": 1,
-            "tokens": estimate + max_out,
-            "input_tokens": estimate,
-            "output_tokens": max_out,
-        }
+            raw = estimate_context_tokens(self._context)
+            estimate = flow.corrected(raw)  # by what this key's vendor counted before
+        needs = _needs(estimate, max_out)
         asks = self._budget_asks(estimate, max_out, budgeted)
+        slot_until = time.monotonic() + opts.max_retry_delay  # waits for a slot, all told
+        scale = flow.scale
         while True:
-            if flow.limit is not None and flow.in_flight >= flow.limit:
-                wait = POLL
-            else:
-                wait, ticket, short = await limiter.admit(key, needs, asks, self._pass_over)
-                if short is not None:
-                    raise StreamFailure(self._budget_error(short, asks, estimate, max_out))
-                if ticket is not None:
-                    flow.in_flight += 1
-                    self._ticket = ticket
-                    return
+            if raw and flow.scale != scale:  # a call that settled meanwhile taught it
+                scale = flow.scale
+                estimate = flow.corrected(raw)
+                needs = _needs(estimate, max_out)
+            if flow.full(time.monotonic()):
+                await self._wait_slot(flow, slot_until)
+                continue
+            wait, ticket, short = await limiter.admit(key, needs, asks, self._pass_over)
+            if short is not None:
+                raise StreamFailure(self._budget_error(short, asks, estimate, max_out))
+            if ticket is not None:
+                flow.in_flight += 1
+                ticket.estimate = raw
+                ticket.cuts = flow.cuts
+                self._ticket = ticket
+                return
             await self._wait_admission(wait)
+
+    async def _wait_slot(self, flow: Flow, until: float) -> None:
+        """Wait for one of the key's concurrency slots (capped after a 429): woken when a
+        call gives one back or the cap grows, within `max_retry_delay` in all."""
+        left = until - time.monotonic()
+        cap = flow.limit or 1
+        if self._pass_over or left <= 0:
+            what = (
+                "passed over"
+                if self._pass_over
+                else (f"waited past max_retry_delay={self._options.max_retry_delay}s")
+            )
+            raise _rate_limited(
+                GROW_EVERY,
+                f"{self._model.id}: all {cap:.0f} of its concurrency slots (capped after a "
+                f"429 with no rate-limit headers) are taken; {what}, nothing was sent",
+            )
+        await self._interruptible(flow.wait(left), None)
 
     def _budget_asks(self, estimate: int, max_out: int, budgeted: bool) -> list[list[Any]]:
         cap = self._options.max_cost_usd
@@ -124,12 +148,17 @@ class Admission(CallState):
                 self._budget_error(["max_cost_usd", cap], [], estimate, max_out, worst)
             )
         cfg = limiter.config
+        # Each reservation is held until settled, or given back after `ttl` (its worker
+        # killed mid-call): the call's own time limit and a minute, else an hour.
+        total = self._options.total_timeout
+        ttl = RESERVATION_TTL if total is None else min(RESERVATION_TTL, total + 60.0)
+        rid = f"{uuid.uuid4().hex}|{worst!r}"
         asks: list[list[Any]] = []
         if cfg.budget_usd is not None:
-            asks.append([limiter.GLOBAL_BUDGET, cfg.budget_usd, worst])
+            asks.append([limiter.GLOBAL_BUDGET, cfg.budget_usd, worst, rid, ttl])
         name = self._options.budget
         if name is not None:
-            asks.append([name, cfg.budgets[name], worst])
+            asks.append([name, cfg.budgets[name], worst, rid, ttl])
         return asks
 
     def _worst_cost(self, estimate: int, max_out: int) -> float | None:
@@ -214,12 +243,17 @@ class Admission(CallState):
 
     def _close_ticket(self, ticket: limiter.Ticket, error: StreamError | None, adapt: bool) -> None:
         """Give the attempt's slot back (and, when `adapt`, learn concurrency from how it
-        ended); fill in what it used, the pause a 429 asks for, and each budget's
-        settlement."""
+        ended); fill in what it used, the pause a 429 asks for (at most `max_pause` and
+        the call's `max_retry_delay`), whether the vendor answered normally (which lifts
+        an earlier 429's pause), and each budget's settlement."""
         flow = limiter.flow(ticket.key)
-        flow.in_flight -= 1
+        flow.release()
         usage = self.message.usage
         counted = usage.input or usage.output or usage.cache_read or usage.cache_write
+        if counted and ticket.answered and ticket.estimate:
+            flow.learn(ticket.estimate, usage.input + usage.cache_read + usage.cache_write)
+        if ticket.answered:
+            ticket.answered_ago = ticket.since_answered()
         if not ticket.answered:
             ticket.used = {"requests": 1}  # refused or failed before an answer: no tokens
         elif counted:
@@ -236,28 +270,39 @@ class Admission(CallState):
         limited = error is not None and error.kind == "rate_limit" and error.status_code == 429
         if limited and error is not None and error.retry_after is not None:
             # A 429's `retry_after` is its Retry-After, or else the reset of the limit its
-            # headers report used up (`http.error_of`): the key pauses until then.
-            ticket.pause_until = time.time() + error.retry_after
+            # headers report used up (`http.error_of`): the key pauses until then, within
+            # bounds (a `Retry-After: 1000000000` is not a pause of 31 years).
+            bound = min(limiter.config.max_pause, self._options.max_retry_delay)
+            ticket.pause_until = time.time() + min(max(error.retry_after, 0.0), bound)
         if ticket.report:
-            flow.learned = True
-            flow.limit = None
+            flow.lift()
             if any(r[0] in _TOKEN_LIMITS for r in ticket.report):
                 flow.token_limits = True
         elif adapt:
-            if limited and not flow.learned:
-                flow.limit = max(1.0, (flow.limit or flow.in_flight + 1) / 2)
-            elif error is None and flow.limit is not None:
-                flow.limit += 1 / flow.limit
+            if limited:
+                flow.cut(ticket.cuts)
+            elif error is None:
+                flow.success(ticket.cuts)
         if ticket.asks:
             cost = usage.cost
-            for name, _, worst in ticket.asks:
+            for name, _, worst, rid, _ in ticket.asks:
                 if not ticket.answered:
                     actual = 0.0
                 elif counted and cost is not None:
                     actual = cost.total
                 else:
                     actual = worst
-                ticket.settles.append([name, worst, actual])
+                ticket.settles.append([name, worst, actual, rid])
+
+
+def _needs(estimate: int, max_out: int) -> dict[str, int]:
+    """What an attempt reserves: one request, its input estimate and `max_tokens`."""
+    return {
+        "requests": 1,
+        "tokens": estimate + max_out,
+        "input_tokens": estimate,
+        "output_tokens": max_out,
+    }
 
 
 def _rate_limited(wait: float, message: str) -> StreamFailure:
