@@ -561,8 +561,7 @@ class HugeRedis:
                     writer.write(b"$%d\r\n" % len(body) + body + b"\r\n")
                 elif name == b"HELLO":  # RESP3, as redis-py asks
                     writer.write(
-                        b"%3\r\n+server\r\n+redis\r\n+version\r\n+7.0.0\r\n"
-                        b"+proto\r\n:3\r\n"
+                        b"%3\r\n+server\r\n+redis\r\n+version\r\n+7.0.0\r\n+proto\r\n:3\r\n"
                     )
                 elif name == b"SCRIPT":
                     writer.write(b"$40\r\n" + b"0" * 40 + b"\r\n")
