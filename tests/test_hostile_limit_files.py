@@ -236,6 +236,7 @@ def test_a_store_another_user_made_first_is_refused(shared: Path) -> None:
     assert str(path) in str(caught.value)
 
 
+@pytest.mark.slow
 @as_root
 def test_no_other_user_can_read_the_store_or_hold_its_lock(shared: Path) -> None:
     v = LimitedVendor(requests=10_000).start()

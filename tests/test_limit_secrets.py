@@ -153,6 +153,7 @@ def _fast_guesses(digest: str) -> str | None:
     return None
 
 
+@pytest.mark.slow
 async def test_a_short_api_key_is_not_recovered_from_the_store() -> None:
     store = Recording()
     configure_limits(store=store)
