@@ -180,11 +180,11 @@ class FileStore(LimitStore):
         self.path = os.path.join(directory, base)
         self.lock_path = self.path + ".lock"
         self.name = f"file {shown}"
-        _parse(_read(self.path, shown), shown)  # refuses a file that is not a store
         try:
             os.close(os.open(self.path, _MAKE, 0o600))  # made now: a new store, empty
         except FileExistsError:
-            pass
+            pass  # never opened to write: checked, then only ever replaced whole
+        _parse(_read(self.path, shown), shown)  # whoever made it: checked on its fd
         os.close(self._lock_fd())  # the lock too: a path that cannot be written fails now
 
     def _lock_fd(self) -> int:
