@@ -521,7 +521,10 @@ class RedisStore(LimitStore):
             self._clock(now),
             "",
             repr(until - now) if until and not reset else "",
-            "" if started is None else repr(max(now - started, 0.0)),
+            # How long ago it was sent, plus the most the script's clock may run ahead of
+            # `now` (the round trip): an attempt sent that close to the last failure
+            # counted is of its burst.
+            "" if started is None else repr(max(now - started, 0.0) + self.timeout),
             "" if backoff is None else repr(backoff[0]),
             "" if backoff is None else repr(backoff[1]),
             "1" if reset else "0",

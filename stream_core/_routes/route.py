@@ -7,6 +7,7 @@ that walks a route is `_routes.stream`.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import typing
@@ -19,6 +20,14 @@ from .._models import Model
 from .._usage import ErrorKind
 
 __all__ = ["FALL_OVER", "LONG_COOLDOWN_KINDS", "Deployment", "Route", "RouteStrategy"]
+
+logger = logging.getLogger("stream_core")
+
+REPORT_EVERY = 60.0
+"""Seconds (the route's clock) between looks at how many calls a fallback served: at most
+one warning a window."""
+REPORT_MIN = 10
+"""Calls a window needs before its share of fallbacks is worth a warning."""
 
 RouteStrategy = Literal["order", "weighted", "least_busy", "fastest"]
 """How a `Route` orders its deployments for a call: `order` (priority), `weighted` (a
@@ -43,12 +52,17 @@ class Deployment:
     """One model of a route and the route's knowledge of it (read-only to callers)."""
 
     __slots__ = (
+        "began",
         "cool_until",
+        "failed",
         "host",
         "in_flight",
         "index",
         "label",
         "model",
+        "passed_over",
+        "served",
+        "shared",
         "strikes",
         "ttft",
         "weight",
@@ -63,8 +77,22 @@ class Deployment:
         self.cool_until = 0.0
         """`time.monotonic()` before which the deployment is not sent anything."""
         self.strikes = 0
-        """Failures in a row: the default cooldown doubles with each."""
+        """Failures in a row: the default cooldown doubles with each (with a shared limit
+        store, the store's count, as last heard)."""
+        self.began: float | None = None
+        """The route's clock when the last failure in a row was counted: an attempt sent
+        before it failed or succeeded in the same burst, and changes no streak."""
+        self.shared = False
+        """A shared limit store may hold failures in a row for it (one was heard of): the
+        next success here resets them there."""
         self.in_flight = 0
+        self.served = 0
+        """Calls it served, since the route was made."""
+        self.failed = 0
+        """Attempts sent to it that failed."""
+        self.passed_over = 0
+        """Calls that went past it unsent while it was cooling or at its rate limit (the
+        call's first choice, or an attempt the limiter passed over)."""
         self.ttft: float | None = None
         """Recent time to first token, milliseconds (a moving average)."""
 
@@ -93,10 +121,17 @@ class Route:
     that one is ready.
 
     A deployment that failed is cooled until the later of its current deadline and now
-    plus the vendor's `retry_after` (else `cooldown` seconds, doubling with each failure in
-    a row up to `max_cooldown`); a deadline is never shortened, and is checked whenever a
-    call would use the deployment. The state lives in this object: share one `Route` among
-    the calls that should learn from each other.
+    plus the vendor's `retry_after` (at most `max_cooldown`; else `cooldown` seconds,
+    doubling with each failure in a row up to `max_cooldown`); a deadline is never
+    shortened, and is checked whenever a call would use the deployment. Attempts sent
+    together that fail together (one burst) count as one failure in a row, and a success
+    forgets them. The state lives in this object: share one `Route` among the calls that
+    should learn from each other; with a shared limit store (`configure_limits(store=...)`)
+    the cooldowns and the failures in a row are kept there too, for every process.
+
+    What the route has done is counted (`stats()`, and each deployment's `served`, `failed`
+    and `passed_over`); when most of a minute's calls are served by a deployment other
+    than their first choice, the route says so in the log (a warning, once a minute).
     """
 
     def __init__(
@@ -156,6 +191,11 @@ class Route:
         self.clock = clock
         self._sessions: OrderedDict[str, int] = OrderedDict()
         self._random: Any = None  # a random.Random, made for the first weighted plan
+        self.calls = 0
+        """Calls this route served, since it was made."""
+        self.fallback_calls = 0
+        """Of those, calls served by a deployment other than their first choice."""
+        self._window = [clock(), 0, 0]  # its start, calls served, by a fallback
 
     def __repr__(self) -> str:
         labels = ", ".join(d.label for d in self.deployments)
@@ -198,22 +238,73 @@ class Route:
 
     # --- what a call teaches the route ----------------------------------------------------
 
-    def cool(self, d: Deployment, kind: ErrorKind, retry_after: float | None) -> None:
-        """Take `d` out until the later of its deadline and now plus the wait this failure
-        asks for; a deadline is never shortened."""
-        d.strikes += 1
+    def fixed_wait(self, kind: ErrorKind, retry_after: float | None) -> float | None:
+        """The seconds a failure of `kind` cools its deployment for, whatever its streak:
+        `long_cooldown`, or the vendor's `retry_after` bounded by `max_cooldown`; None when
+        the streak decides (`backoff`)."""
         if kind in LONG_COOLDOWN_KINDS:
-            wait = self.long_cooldown
-        elif retry_after is not None and retry_after > 0:
-            wait = retry_after
-        else:
-            wait = min(self.max_cooldown, self.cooldown * 2 ** min(d.strikes - 1, 30))
-        d.cool_until = max(d.cool_until, self.clock() + wait)
+            return self.long_cooldown
+        if retry_after is not None and retry_after > 0:
+            return min(retry_after, self.max_cooldown)
+        return None
 
-    def served(self, d: Deployment, ttft_ms: float | None, session_id: str | None) -> None:
-        """`d` answered: its failures in a row are forgotten, its speed noted, and the
-        session (if any) stays with it."""
-        d.strikes = 0
+    def backoff(self, strikes: int) -> float:
+        """The default cooldown after `strikes` failures in a row."""
+        return min(self.max_cooldown, self.cooldown * 2.0 ** min(max(strikes, 1) - 1, 30))
+
+    def cool(
+        self,
+        d: Deployment,
+        kind: ErrorKind,
+        retry_after: float | None,
+        started: float | None = None,
+    ) -> bool:
+        """Take `d` out until the later of its deadline and now plus the wait this failure
+        asks for (`fixed_wait`, else `backoff` from its last failure in a row); a deadline
+        is never shortened. An attempt sent (`started`, the route's clock) before the last
+        failure in a row was counted is of the same burst: it adds none. True when it
+        added one."""
+        now = self.clock()
+        counted = started is None or d.began is None or started >= d.began
+        if counted:
+            d.strikes += 1
+            d.began = now
+        wait = self.fixed_wait(kind, retry_after)
+        if wait is not None:
+            d.cool_until = max(d.cool_until, now + wait)
+        else:
+            began = now if d.began is None else d.began
+            d.cool_until = max(d.cool_until, began + self.backoff(d.strikes))
+        return counted
+
+    def hold(self, d: Deployment, wait: float) -> None:
+        """`d` was passed over unsent (at its rate limit, or cooling in the shared store):
+        not a failure, but skipped here for the `wait` it said (at most `max_cooldown`)."""
+        d.passed_over += 1
+        d.shared = True
+        if wait > 0:
+            d.cool_until = max(d.cool_until, self.clock() + min(wait, self.max_cooldown))
+
+    def served(
+        self,
+        d: Deployment,
+        ttft_ms: float | None,
+        session_id: str | None,
+        *,
+        started: float | None = None,
+        fallback: bool = False,
+    ) -> bool:
+        """`d` answered (a `fallback`: not the call's first choice): its failures in a row
+        are forgotten (unless it was sent, `started`, before the last of them), its speed
+        noted, and the session (if any) stays with it. True when a shared store may still
+        hold failures in a row for it."""
+        stale = False
+        if started is None or d.began is None or started >= d.began:
+            stale = d.strikes > 0 or d.shared
+            d.strikes = 0
+            d.shared = False
+        d.served += 1
+        self._tally(fallback)
         if ttft_ms is not None:
             d.ttft = ttft_ms if d.ttft is None else 0.8 * d.ttft + 0.2 * ttft_ms
         if session_id is not None and self.max_sessions:
@@ -221,3 +312,57 @@ class Route:
             self._sessions.move_to_end(session_id)
             while len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)
+        return stale
+
+    # --- what the route has done ----------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """What the route has done since it was made: `calls` it served, how many of them
+        a `fallback` served (a deployment other than the call's first choice), and per
+        deployment (in order) its `label`, calls `served`, attempts `failed`, calls that
+        `passed_over` it unsent (cooling or at its rate limit), `strikes` (failures in a
+        row) and `cooling` (seconds until it is ready; 0: ready)."""
+        return {
+            "calls": self.calls,
+            "fallback": self.fallback_calls,
+            "deployments": [
+                {
+                    "label": d.label,
+                    "served": d.served,
+                    "failed": d.failed,
+                    "passed_over": d.passed_over,
+                    "strikes": d.strikes,
+                    "cooling": self.ready_in(d),
+                }
+                for d in self.deployments
+            ],
+        }
+
+    def _tally(self, fallback: bool) -> None:
+        """Count a call served; at the end of a window, warn if fallbacks served most."""
+        self.calls += 1
+        window = self._window
+        window[1] += 1
+        if fallback:
+            self.fallback_calls += 1
+            window[2] += 1
+        now = self.clock()
+        if now - window[0] < REPORT_EVERY:
+            return
+        start, calls, fell = window
+        self._window = [now, 0, 0]
+        if calls >= REPORT_MIN and fell * 2 > calls:
+            shown = "; ".join(
+                f"{d.label}: served {d.served}, failed {d.failed}, passed over "
+                f"{d.passed_over}"
+                + (f", cooling {self.ready_in(d):.0f} s more" if self.ready_in(d) else "")
+                for d in self.deployments
+            )
+            logger.warning(
+                "route: %d of %d calls in the last %.0f s were served by a fallback, not "
+                "their first choice (since the route was made: %s)",
+                fell,
+                calls,
+                now - start,
+                shown,
+            )

@@ -20,7 +20,6 @@ import anyio
 
 from .._events import AssistantStreamEvent, MessageEnd, MessageStart
 from .._history.tokens import estimate_context_tokens
-from .._limits import limiter
 from .._models import Model
 from .._options import StreamOptions
 from .._pipeline.finish import _otel
@@ -29,6 +28,7 @@ from .._pipeline.stream import AssistantStream
 from .._transport import _spawn_detached
 from .._types import AssistantMessage, Attempt, Context
 from .._usage import ErrorKind, StreamError
+from . import learn
 from .route import COOLING, FALL_OVER, OPT_IN, Deployment, Route
 
 __all__ = ["RouteStream"]
@@ -47,10 +47,12 @@ class RouteStream:
 
     __slots__ = (
         "_attempts",
+        "_began",
         "_context",
         "_current",
         "_deployment",
         "_estimate",
+        "_first",
         "_held",
         "_hooked",
         "_anext_now",
@@ -87,9 +89,11 @@ class RouteStream:
         self._next: Any = None
         self._anext_now: Callable[[], Awaitable[AssistantStreamEvent]] = self._anext
         self._hooked = False
-        self._share: tuple[str, float] | None = None
+        self._share: learn.Pending | None = None
         self._deployment: Deployment | None = None
         self._span: Any = _UNSET
+        self._began = 0.0  # the route's clock when the attempt in progress was sent
+        self._first = self._plan[0]  # the call's first choice
         # The first deployment's request is built now, so a mistake in the call raises
         # here, as it does for one model; the others are built when their turn comes.
         d = self._plan[0]
@@ -200,7 +204,7 @@ class RouteStream:
             self._estimate = estimate_context_tokens(self._context)
         if self._estimate <= window:
             return True
-        self._record(d, "context_overflow", None, None, sent=False)
+        self._record(d, "context_overflow", None, sent=False)
         return False
 
     def _start(self, d: Deployment, stream: Any) -> None:
@@ -209,6 +213,7 @@ class RouteStream:
         self._state = _HOLD
         self._held = None
         self._sent_at = time.monotonic()
+        self._began = self._route.clock()
         d.in_flight += 1
         self.message = stream.message
         if isinstance(stream, AssistantStream):
@@ -225,7 +230,7 @@ class RouteStream:
             if d is None:
                 wait = min(route.ready_in(o) for o in self._plan)
                 if not self._may_wait(wait):
-                    self._end_cooling(wait)
+                    self._end_synthetic(learn.cooling_error(wait, self._attempts))
                     return False
                 cancel = self._options.cancel
                 if cancel is None:
@@ -247,7 +252,7 @@ class RouteStream:
             except (TypeError, ValueError) as e:
                 # A control or value this deployment cannot take: a caller mistake, which
                 # falls over to nothing.
-                self._record(d, "invalid_request", None, None, sent=False)
+                self._record(d, "invalid_request", None, sent=False)
                 self._end_synthetic(
                     StreamError(kind="invalid_request", message=f"{d.label}: {e}"), d.model
                 )
@@ -291,8 +296,8 @@ class RouteStream:
             event = await self._current.__anext__()
         self._take(event)
         if self._share is not None:
-            (key, until), self._share = self._share, None
-            await limiter.share_cool(key, until)
+            pending, self._share = self._share, None
+            await learn.share(self._route, pending)
 
     def _take(self, event: AssistantStreamEvent) -> None:
         kind = event.type
@@ -332,8 +337,9 @@ class RouteStream:
     def _attempt_ended(self, message: AssistantMessage) -> None:
         self._finish(message, content=True)
         if self._share is not None:
-            (key, until), self._share = self._share, None
-            _spawn_detached(lambda: limiter.share_cool(key, until))
+            pending, self._share = self._share, None
+            route = self._route
+            _spawn_detached(lambda: learn.share(route, pending))
 
     def _falls_over(self, kind: ErrorKind) -> bool:
         return (
@@ -346,9 +352,7 @@ class RouteStream:
         d = self._deployment
         assert d is not None
         d.in_flight -= 1
-        self._record(d, error.kind, error.status_code, error.retry_after, sent=True)
-        if error.kind in COOLING:
-            self._share = _cool(self._route, d, error, self._current)
+        learn.failed(self, d, error, content=False)
         self._current = self._deployment = None
         self._held = None
 
@@ -360,12 +364,9 @@ class RouteStream:
         self._state = _DONE
         error = message.error
         if error is None:
-            self._record(d, None, None, None, sent=True, content=content)
-            self._route.served(d, message.ttft_ms, self._options.session_id)
+            learn.served(self, d, message, content)
         else:
-            self._record(d, error.kind, error.status_code, error.retry_after, True, content)
-            if error.kind in COOLING:
-                self._share = _cool(self._route, d, error, self._current)
+            learn.failed(self, d, error, content)
             if error.kind != "aborted" and (content or len(self._attempts) > 1):
                 note = (
                     "; the route's next call skips it while it cools"
@@ -383,46 +384,12 @@ class RouteStream:
         self._end_span(message)
 
     def _record(
-        self,
-        d: Deployment,
-        kind: ErrorKind | None,
-        status: int | None,
-        retry_after: float | None,
-        sent: bool,
-        content: bool = False,
+        self, d: Deployment, kind: ErrorKind | None, status: int | None, sent: bool
     ) -> None:
-        now = time.monotonic()
-        self._attempts.append(
-            Attempt(
-                provider=d.model.provider,
-                model=d.model.id,
-                host=d.host,
-                kind=kind,
-                status_code=status,
-                retry_after=retry_after,
-                ms=round((now - self._sent_at) * 1000, 3) if sent else 0.0,
-                content_started=content,
-                sent=sent,
-            )
-        )
+        self._attempts.append(learn.attempt(d, kind, status, None, sent, False, self._sent_at))
 
     def _summary(self) -> str:
-        tried = [
-            f"{a.provider} {a.model}: {a.kind or 'served'}{'' if a.sent else ' (not sent)'}"
-            for a in self._attempts
-        ]
-        return "route tried " + ("; ".join(tried) if tried else "no deployment")
-
-    def _end_cooling(self, wait: float) -> None:
-        self._end_synthetic(
-            StreamError(
-                kind="rate_limit",
-                message=f"every deployment of the route is cooling down; the first is ready "
-                f"in {wait:.1f} s ({self._summary()})",
-                retryable=True,
-                retry_after=wait,
-            )
-        )
+        return learn.summary(self._attempts)
 
     def _end_synthetic(self, error: StreamError, model: Model | None = None) -> None:
         """End the call with no attempt's message to show: one start, one end."""
@@ -441,15 +408,3 @@ class RouteStream:
         span, self._span = self._span, None
         if span is not None and span is not _UNSET:
             _otel().end_route_span(span, message)
-
-
-def _cool(
-    route: Route, d: Deployment, error: StreamError, attempt: Any
-) -> tuple[str, float] | None:
-    """Cool `d` in `route`; with a shared limit store (`configure_limits(store=...)`), the
-    (key, until) to write there, so every process's routes pass it over too."""
-    route.cool(d, error.kind, error.retry_after)
-    key = getattr(attempt, "_limit_key", None)
-    if key is None or limiter.config.store is limiter.config.local:
-        return None
-    return key, time.time() + route.ready_in(d)
