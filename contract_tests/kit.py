@@ -381,6 +381,14 @@ def replay(fixture: Fixture, chunks: Sequence[bytes], **option_overrides: Any) -
     )
 
     call = fixture.call
+    tools = fixture.meta.get("request_tools")
+    if tools and "on_payload" not in option_overrides:
+        # The vendor-run tools the recorded request asked for (web search, code
+        # execution): an answer to them may hold several sampling rounds of input.
+        def add_tools(payload: dict[str, Any], model: Model) -> dict[str, Any]:
+            return {**payload, "tools": [*(payload.get("tools") or []), *tools]}
+
+        option_overrides["on_payload"] = add_tools
     mode = call.pop("structured_output", None)
     model = contract_model(fixture.api, structured_output=mode) if mode else None
 

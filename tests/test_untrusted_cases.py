@@ -180,7 +180,7 @@ def test_anthropic_partial_json_of_the_wrong_type_ends_protocol_naming_the_field
 
 
 @pytest.mark.parametrize("api", [ANTHROPIC, OPENAI])
-def test_a_400_digit_token_count_keeps_the_message_and_gives_no_cost(
+def test_a_400_digit_token_count_keeps_the_message_and_is_clamped(
     api: str, backend: str
 ) -> None:
     if api == ANTHROPIC:
@@ -191,8 +191,11 @@ def test_a_400_digit_token_count_keeps_the_message_and_gives_no_cost(
     run = _run(api, body, model=_priced(api), backend=backend)
     m = run.message
     assert m.stop_reason == "stop" and m.error is None and m.text() == "Hello"
-    assert HUGE in (m.usage.output, m.usage.input)
-    assert m.usage.cost is None
+    # The vendor's count is kept on `usage.clamped`; the counts priced and charged are
+    # bounded by what the request could produce.
+    assert m.usage.clamped is not None and HUGE in m.usage.clamped.values()
+    assert HUGE not in (m.usage.output, m.usage.input)
+    assert m.usage.cost is not None and m.usage.cost.total < 1.0
 
 
 @pytest.mark.parametrize("api", [ANTHROPIC, OPENAI])

@@ -1,7 +1,8 @@
 """Usage a vendor reports beyond what the request could produce (issue 34, point 4): one
 answer claiming `completion_tokens: 10**20` with `max_tokens=100` must not charge 2e14 USD
 to a shared budget. The settled usage is clamped (output to the request's output limit,
-input to the context window, per sampling round) and the vendor's own counts are kept on
+input to the context window, or to ten windows when the request asks for vendor-run
+tools that sample in rounds) and the vendor's own counts are kept on
 `usage.clamped`. Against a loopback fake vendor."""
 
 from __future__ import annotations
@@ -66,9 +67,8 @@ async def test_a_usage_beyond_the_request_is_clamped_and_the_budget_survives(
     assert first.usage.clamped == {"output": 10**20}
     second = await complete(model, CONTEXT, options)
     assert second.error is None  # the budget was not spent by the first answer
-    # Input clamped to the context window (the request's body is far smaller) for each of
-    # the 10 rounds a server-side tool loop may sample within one answer.
-    assert second.usage.input == 10 * 1_000 and second.usage.output == 3
+    # Input clamped to the context window (the request's body is far smaller).
+    assert second.usage.input == 1_000 and second.usage.output == 3
     assert second.usage.clamped == {"input": 10**20}
     third = await complete(model, CONTEXT, options)
     assert third.error is None and third.usage.clamped is None
@@ -86,3 +86,19 @@ async def test_without_max_tokens_output_is_bounded_by_the_model_limit(
     model = _model(vendor)
     message = await complete(model, CONTEXT, StreamOptions(api_key="k"))
     assert message.usage.output == 500 and message.usage.clamped == {"output": 10**20}
+
+
+async def test_a_request_with_vendor_run_tools_may_report_ten_windows_of_input(
+    vendor: FakeVendor,
+) -> None:
+    """A web search loop re-reads the prompt each round and the vendor sums the rounds
+    (a real Anthropic answer reports 404,500 input tokens): allowed up to ten windows,
+    only when the request asked for such a tool."""
+    model = _model(vendor)
+
+    def web_search(payload: dict[str, object], _model: Model) -> dict[str, object]:
+        return {**payload, "tools": [{"type": "web_search_preview"}]}
+
+    await complete(model, CONTEXT, StreamOptions(api_key="k"))  # the first turn
+    message = await complete(model, CONTEXT, StreamOptions(api_key="k", on_payload=web_search))
+    assert message.usage.input == 10 * 1_000 and message.usage.clamped == {"input": 10**20}

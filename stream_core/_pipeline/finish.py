@@ -206,9 +206,10 @@ class Finishing(CallState):
         charged with it: output to the output limit sent (`max_tokens`, else the model's;
         with thinking, at least the 2,048 a thinking call may be raised to) and the prompt
         (input, cache reads and writes) to the context window, or the request's size in
-        bytes if larger (no token is shorter than a byte), for each of `_SERVER_ROUNDS`
-        rounds: a server-side tool (web search, code execution) samples again within one
-        answer, re-reading the prompt, and the vendor sums the rounds' input. The vendor's
+        bytes if larger (no token is shorter than a byte); when the request asks for a
+        vendor-run tool (web search, code execution), for each of `_SERVER_ROUNDS` rounds:
+        such a tool samples again within one answer, re-reading the prompt, and the vendor
+        sums the rounds' input. The vendor's
         own counts are kept on `usage.clamped`; one answer claiming 10**20 tokens cannot
         spend a budget."""
         u, model, opts = self.message.usage, self._model, self._options
@@ -224,7 +225,8 @@ class Finishing(CallState):
                 prompt_cap = max(prompt_cap, len(request.content))
             except Exception:  # noqa: BLE001 - a streamed body has no length: the window
                 pass
-        prompt_cap *= _SERVER_ROUNDS
+        if self._server_tools:
+            prompt_cap *= _SERVER_ROUNDS
         clamped: dict[str, int] = {}
         if out_cap > 0 and u.output > out_cap:
             clamped["output"] = u.output

@@ -24,7 +24,7 @@ from .._options import StreamOptions
 from .._types import Context, StreamError
 from .._wire import WireAPI
 
-__all__ = ["PreparedRequest", "prepare_request"]
+__all__ = ["PreparedRequest", "asks_server_tools", "prepare_request"]
 
 
 @dataclass(slots=True)
@@ -36,6 +36,32 @@ class PreparedRequest:
     request: httpx.Request | None
     secrets: tuple[str, ...] = ()
     failure: StreamError | None = None
+    server_tools: bool = False
+    """The payload asks for a tool the vendor runs itself (web search, code execution):
+    one answer may then sample several times, each round re-reading the prompt."""
+
+
+_FUNCTION_TOOL_KEYS = frozenset({"input_schema", "functionDeclarations", "toolSpec"})
+"""Keys that mark a payload's tool entry as a function the caller runs (Anthropic, Gemini,
+Bedrock); entries typed `function` or `custom` are too (the OpenAI family, Mistral,
+Ollama, Anthropic's `custom`). Anything else in a tools list is a vendor-run tool."""
+
+
+def asks_server_tools(payload: dict[str, object]) -> bool:
+    """Whether a vendor payload's tools include one the vendor runs itself."""
+    tools = payload.get("tools")
+    if tools is None:
+        config = payload.get("toolConfig")
+        tools = config.get("tools") if isinstance(config, dict) else None
+    if not isinstance(tools, list):
+        return False
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") in ("function", "custom") or not _FUNCTION_TOOL_KEYS.isdisjoint(tool):
+            continue
+        return True
+    return False
 
 
 def prepare_request(
@@ -130,7 +156,7 @@ def _prepare(
             secrets += wire.sign(request, model, opts, api_key)
         except StreamFailure as failure:  # no credentials to sign with: the first event
             return PreparedRequest(None, secrets, failure.error)
-    return PreparedRequest(request, secrets, missing)
+    return PreparedRequest(request, secrets, missing, asks_server_tools(req.payload))
 
 
 def api_key_from_env(env: str) -> str | None:

@@ -111,6 +111,7 @@ class CallState:
         "_response",
         "_scope",
         "_secrets",
+        "_server_tools",
         "_socket",
         "_span",
         "_started",
@@ -168,6 +169,8 @@ class CallState:
     _fork: int
     """The process's fork count when opened: a child iterating it ends it at once."""
     _request: httpx.Request | None
+    _server_tools: bool
+    """The request asks for vendor-run tools (`request.asks_server_tools`)."""
     _ticket: Ticket | None
     """The limiter's admission of the attempt in progress (`admission`), until settled."""
     _limit_key: str | None

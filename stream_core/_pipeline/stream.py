@@ -138,6 +138,7 @@ class AssistantStream(HttpStep, Finishing):
         self._check_budget()
         prepared = prepare_request(wire, model, context, options)
         self._request = prepared.request
+        self._server_tools = prepared.server_tools
         self._secrets = prepared.secrets
         self._no_key = prepared.failure
         self._asm.secrets = self._secrets
