@@ -180,9 +180,7 @@ def test_anthropic_partial_json_of_the_wrong_type_ends_protocol_naming_the_field
 
 
 @pytest.mark.parametrize("api", [ANTHROPIC, OPENAI])
-def test_a_400_digit_token_count_keeps_the_message_and_is_clamped(
-    api: str, backend: str
-) -> None:
+def test_a_400_digit_token_count_keeps_the_message_and_is_clamped(api: str, backend: str) -> None:
     if api == ANTHROPIC:
         body = _a_start({"input_tokens": 10, "output_tokens": HUGE}) + _a_text() + _a_end()
     else:

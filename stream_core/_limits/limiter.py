@@ -27,6 +27,7 @@ from .window import Snapshot
 __all__ = [
     "COUNTS_CACHE_READS",
     "GLOBAL_BUDGET",
+    "STORE_RETRY",
     "Flow",
     "Ticket",
     "admit",
@@ -50,7 +51,7 @@ COUNTS_CACHE_READS: Mapping[str, bool] = {"anthropic-messages": False}
 """Per API, whether its input-token limits count cache reads (Anthropic's do not: its
 input limit counts input and cache writes). Unlisted APIs count them."""
 
-_RETRY_STORE = 1.0
+_RETRY_STORE = STORE_RETRY = 1.0
 """Seconds a failed shared store is left alone before it is tried again."""
 
 
@@ -277,37 +278,59 @@ async def _shared(op: str, run: Any) -> tuple[Any, LimitStore]:
         with anyio.fail_after(config.timeout):
             result = await run(store)
     except Exception as exc:
-        config.down_until = time.monotonic() + _RETRY_STORE
-        if not config.warned:
-            config.warned = True
-            logger.warning(
-                "limit store %s failed (%s: %s) at %s; limiting in this process until "
-                "it answers again",
-                redact.scrubbed(store.name),
-                type(exc).__name__,
-                # The error's text without a credential it may echo (a URL, a password).
-                redact.scrubbed(str(exc), getattr(store, "hidden", ()))[:200],
-                op,
-            )
+        _went_down(store, exc, op)
         return await run(local), local
+    _answered(store)
+    return result, store
+
+
+def _went_down(store: LimitStore, exc: Exception, op: str) -> None:
+    """A shared store failed: leave it alone for a second, and say so once."""
+    config.down_until = time.monotonic() + _RETRY_STORE
+    if not config.warned:
+        config.warned = True
+        logger.warning(
+            "limit store %s failed (%s: %s) at %s; limiting in this process until "
+            "it answers again (calls drawing on a budget wait for it)",
+            redact.scrubbed(store.name),
+            type(exc).__name__,
+            # The error's text without a credential it may echo (a URL, a password).
+            redact.scrubbed(str(exc), getattr(store, "hidden", ()))[:200],
+            op,
+        )
+
+
+def _answered(store: LimitStore) -> None:
     if config.warned:
         config.warned = False
         logger.warning(
             "limit store %s answers again; limits are shared again", redact.scrubbed(store.name)
         )
-    return result, store
 
 
 async def admit(
     key: str, needs: dict[str, int], asks: list[list[Any]], route: bool
 ) -> tuple[float, Ticket | None, list[Any] | None]:
     """(0, the ticket, None) once admitted; (seconds to wait, None, None); or (0, None,
-    [the budget that cannot fit, what is left of it])."""
+    [the budget that cannot fit, what is left of it]), what is left being None when the
+    shared store that keeps the budget cannot be reached (`STORE_RETRY` on, try again)."""
     now = time.time()
     local = config.local
     store = config.store
     if store is local:  # the default: no closure, no await that suspends
         wait, snap, short = local.tables.admit(key, needs, asks, now, route)
+    elif asks:
+        # A shared budget is spent only through its store: while the store cannot be
+        # reached no process may draw on it (each alone would spend it again).
+        if config.down_until > time.monotonic():
+            return 0.0, None, [asks[0][0], None]
+        try:
+            with anyio.fail_after(config.timeout):
+                wait, snap, short = await store.admit(key, needs, asks, now, route)
+        except Exception as exc:
+            _went_down(store, exc, "admission")
+            return 0.0, None, [asks[0][0], None]
+        _answered(store)
     else:
 
         async def run(store: LimitStore) -> tuple[float, Snapshot, list[Any] | None]:
@@ -316,9 +339,6 @@ async def admit(
         (wait, snap, short), store = await _shared("admission", run)
     if wait > 0 or short is not None:
         return wait, None, short
-    if asks and store is not local:
-        # This process's own count of its spend: what it enforces while the store is down.
-        local.charge([[a[0], 0.0, a[2]] for a in asks])
     return 0.0, Ticket(key, store, needs, snap, asks), None
 
 
@@ -340,13 +360,13 @@ async def settle(ticket: Ticket) -> None:
     now = time.time()
     store = ticket.store
     local = config.local
-    if ticket.settles:
-        local.charge(ticket.settles)
     try:
         with anyio.CancelScope(shield=True), anyio.fail_after(config.timeout):
             await store.settle(ticket, now)
     except Exception as exc:
-        logger.debug("limit store %s: settlement lost (%s)", store.name, type(exc).__name__)
+        logger.debug(
+            "limit store %s: settlement lost (%s)", redact.scrubbed(store.name), type(exc).__name__
+        )
         if ticket.pause_until:
             local.tables.settle(LimitSettlement(ticket.key, pause_until=ticket.pause_until), now)
 

@@ -281,8 +281,3 @@ class MemoryStore(LimitStore):
 
     async def clear(self, match: tuple[str, str] | None) -> None:
         self.tables.clear(match)
-
-    def charge(self, settles: list[list[Any]]) -> None:
-        """This process's own count of its spend ([name, reserved, actual] each): what it
-        enforces while a shared store is down."""
-        window.budget_settle(self.tables.spent, settles)

@@ -90,6 +90,7 @@ class Admission(CallState):
         needs = _needs(estimate, max_out)
         asks = self._budget_asks(estimate, max_out, budgeted)
         slot_until = time.monotonic() + opts.max_retry_delay  # waits for a slot, all told
+        store_until = slot_until  # and for a shared budget's store to answer again
         scale = flow.scale
         while True:
             if raw and flow.scale != scale:  # a call that settled meanwhile taught it
@@ -100,6 +101,9 @@ class Admission(CallState):
                 await self._wait_slot(flow, slot_until)
                 continue
             wait, ticket, short = await limiter.admit(key, needs, asks, self._pass_over)
+            if short is not None and short[1] is None:
+                await self._wait_store(short[0], store_until)
+                continue
             if short is not None:
                 raise StreamFailure(self._budget_error(short, asks, estimate, max_out))
             if ticket is not None:
@@ -110,12 +114,34 @@ class Admission(CallState):
                 return
             await self._wait_admission(wait)
 
+    async def _wait_store(self, name: str, until: float) -> None:
+        """The shared store keeping budget `name` cannot be reached: wait for it to answer
+        again, within `max_retry_delay` and the call's deadline, or end `budget` unsent."""
+        wait = limiter.STORE_RETRY
+        late = time.monotonic() + wait > until
+        if not late and self._deadline is not None:
+            late = anyio.current_time() + wait >= self._deadline
+        if late or self._pass_over:
+            self._held_back = self._pass_over
+            what = "budget_usd" if name == limiter.GLOBAL_BUDGET else repr(name)
+            raise StreamFailure(
+                StreamError(
+                    kind="budget",
+                    message=f"budget {what} is kept in the shared limit store, which "
+                    "cannot be reached; a budget is never spent where its store cannot "
+                    "count it, so nothing was sent",
+                    retry_after=wait,
+                )
+            )
+        await self._interruptible(anyio.sleep(wait), None)
+
     async def _wait_slot(self, flow: Flow, until: float) -> None:
         """Wait for one of the key's concurrency slots (capped after a 429): woken when a
         call gives one back or the cap grows, within `max_retry_delay` in all."""
         left = until - time.monotonic()
         cap = flow.limit or 1
         if self._pass_over or left <= 0:
+            self._held_back = self._pass_over
             what = (
                 "passed over"
                 if self._pass_over
@@ -195,6 +221,7 @@ class Admission(CallState):
     async def _wait_admission(self, wait: float) -> None:
         opts = self._options
         if self._pass_over:
+            self._held_back = True
             raise _rate_limited(
                 wait,
                 f"{self._model.id} is at its rate limit or cooling down (ready in "

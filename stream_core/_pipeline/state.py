@@ -97,6 +97,7 @@ class CallState:
         "_decoder",
         "_framed",
         "_head",
+        "_held_back",
         "_limit_key",
         "_loop",
         "_model",
@@ -176,6 +177,8 @@ class CallState:
     _limit_key: str | None
     _pass_over: bool
     """A `Route`'s attempt while another deployment is ready: never waits for its limit."""
+    _held_back: bool
+    """The limiter passed this attempt over (`_pass_over`): it ended unsent."""
 
     def _cancel_requested(self) -> bool:
         cancel = self._options.cancel

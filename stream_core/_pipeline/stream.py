@@ -132,6 +132,7 @@ class AssistantStream(HttpStep, Finishing):
         self._ticket = None
         self._limit_key = None
         self._pass_over = False
+        self._held_back = False
         # Built now, inside `stream()`: a bad context, option or payload hook raises here,
         # before any I/O (CONTRACT 1). What the environment lacks (a key, credentials, a
         # project) is not the code's fault: it becomes the stream's first event instead.

@@ -31,12 +31,7 @@ keywords of `limiter.share_cool`."""
 def passed_over(stream: Any, error: StreamError) -> bool:
     """Whether the attempt ended unsent: the limiter passed it over (the deployment at its
     rate limit, or cooling in the shared store) while another deployment was ready."""
-    return (
-        getattr(stream, "_pass_over", False)
-        and error.kind == "rate_limit"
-        and error.status_code is None
-        and "passed over" in error.message
-    )
+    return bool(getattr(stream, "_held_back", False))
 
 
 def _started(sent_at: float) -> float:
