@@ -47,8 +47,9 @@ class Admission(CallState):
                 f"(configure_limits(budgets=...) names them; {known})"
             )
 
-    def _key(self) -> str:
-        """The limit key: the provider, the endpoint, a hash of the credential and the model.
+    def _key_parts(self) -> tuple[str, str, str | None, str]:
+        """What the limit key is made of: the provider, the endpoint, the credential (only
+        ever hashed into the key) and the model.
         A token the wire fetched that names its `principal` (Vertex AI's OAuth token) is
         never the credential: it changes at every refresh, so the key is whom it was
         issued to, at the endpoint the request names (project and location filled in)."""
@@ -63,7 +64,16 @@ class Admission(CallState):
             secret = f"principal:{principal}"
             if self._request is not None and "{" in where:
                 where = str(self._request.url.copy_with(query=None))
-        key = self._limit_key = limiter.limit_key(model.provider, where, secret, model.id)
+        return model.provider, where, secret, model.id
+
+    async def _key(self) -> str:
+        """The limit key (`limiter.limit_key`); a credential's first hash (a slow one, by
+        design) is worked out in a worker thread, never on the event loop."""
+        parts = self._key_parts()
+        key = limiter.known_key(parts)
+        if key is None:
+            key = await anyio.to_thread.run_sync(limiter.limit_key, *parts)
+        self._limit_key = key
         return key
 
     async def _admit(self) -> None:
@@ -71,7 +81,7 @@ class Admission(CallState):
         cfg = limiter.config
         if not cfg.enabled or not self._wire.rate_limited:
             return
-        key = self._limit_key or self._key()
+        key = self._limit_key or await self._key()
         flow = limiter.flow(key)
         opts = self._options
         max_out = opts.max_tokens or self._model.max_tokens or 0
