@@ -63,6 +63,9 @@ def failed(rs: RouteStream, d: Deployment, error: StreamError, content: bool) ->
         route.hold(d, retry_after or 0.0)
         return
     d.failed += 1
+    route.note(d, ok=False)
+    if route.blip(d, error.kind, retry_after):
+        return  # one failure among many answers: not cooled, here or in the store
     route.cool(d, error.kind, retry_after, rs._began)
     key = _key(rs._current)
     if key is None:

@@ -28,6 +28,15 @@ REPORT_EVERY = 60.0
 one warning a window."""
 REPORT_MIN = 10
 """Calls a window needs before its share of fallbacks is worth a warning."""
+HEALTHY_MIN = 20
+"""Attempts a deployment needs in the last minute or two before one failure among them
+may be a blip (see `Route.blip`)."""
+HEALTHY_SHARE = 0.1
+"""The share of those attempts that may fail (this one included) for a failure to be a
+blip."""
+BLIP_KINDS: frozenset[ErrorKind] = frozenset({"overloaded", "server", "timeout", "network"})
+"""Kinds whose failure, with no wait from the vendor, may be a blip of a healthy
+deployment (a 429 means the key is at its limit; `auth` and `not_found` stay wrong)."""
 
 RouteStrategy = Literal["order", "weighted", "least_busy", "fastest"]
 """How a `Route` orders its deployments for a call: `order` (priority), `weighted` (a
@@ -61,6 +70,7 @@ class Deployment:
         "label",
         "model",
         "passed_over",
+        "recent",
         "served",
         "shared",
         "strikes",
@@ -95,6 +105,9 @@ class Deployment:
         call's first choice, or an attempt the limiter passed over)."""
         self.ttft: float | None = None
         """Recent time to first token, milliseconds (a moving average)."""
+        self.recent = [-math.inf, 0, 0, 0, 0]
+        """Attempts sent to it and failures among them: [the route's clock when this
+        minute began, attempts, failures, the same for the minute before]."""
 
     def __repr__(self) -> str:
         return f"<Deployment {self.label}>"
@@ -123,7 +136,9 @@ class Route:
     A deployment that failed is cooled until the later of its current deadline and now
     plus the vendor's `retry_after` (at most `max_cooldown`; else `cooldown` seconds,
     doubling with each failure in a row up to `max_cooldown`); a deadline is never
-    shortened, and is checked whenever a call would use the deployment. Attempts sent
+    shortened, and is checked whenever a call would use the deployment. One failure of a
+    deployment that answered nine in ten of its recent attempts (`blip`) cools nothing;
+    its call still moves on. Attempts sent
     together that fail together (one burst) count as one failure in a row, and a success
     forgets them. The state lives in this object: share one `Route` among the calls that
     should learn from each other; with a shared limit store (`configure_limits(store=...)`)
@@ -248,6 +263,32 @@ class Route:
             return min(retry_after, self.max_cooldown)
         return None
 
+    def note(self, d: Deployment, ok: bool) -> None:
+        """Count an attempt sent to `d` (`ok`: it answered) in its last minute's record."""
+        now = self.clock()
+        r = d.recent
+        if now - r[0] >= REPORT_EVERY:
+            last = now - r[0] < 2 * REPORT_EVERY
+            d.recent = r = [now, 0, 0, r[1] if last else 0, r[2] if last else 0]
+        r[1] += 1
+        if not ok:
+            r[2] += 1
+
+    def blip(self, d: Deployment, kind: ErrorKind, retry_after: float | None) -> bool:
+        """Whether a failure of `d` (already `note`d) is a blip of a healthy deployment, not
+        a reason to cool it: a kind of `BLIP_KINDS` with no wait from the vendor, `d` not
+        in a streak, and at least `HEALTHY_MIN` attempts in its last minute or two of which
+        at most `HEALTHY_SHARE` failed. A fleet sending many calls to a deployment that
+        answers 3% of them 529 keeps using it: each 529 cooling it for everyone would bench
+        it most of the time. The call still moves to the next deployment."""
+        if kind not in BLIP_KINDS or (retry_after is not None and retry_after > 0):
+            return False
+        if d.strikes or d.cool_until > self.clock():
+            return False
+        r = d.recent
+        attempts, failures = r[1] + r[3], r[2] + r[4]
+        return attempts >= HEALTHY_MIN and failures <= HEALTHY_SHARE * attempts
+
     def backoff(self, strikes: int) -> float:
         """The default cooldown after `strikes` failures in a row."""
         return min(self.max_cooldown, self.cooldown * 2.0 ** min(max(strikes, 1) - 1, 30))
@@ -299,6 +340,7 @@ class Route:
         noted, and the session (if any) stays with it. True when a shared store may still
         hold failures in a row for it."""
         stale = False
+        self.note(d, ok=True)
         if started is None or d.began is None or started >= d.began:
             stale = d.strikes > 0 or d.shared
             d.strikes = 0
