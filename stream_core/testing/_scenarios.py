@@ -44,7 +44,10 @@ ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("/api/generate", ("ollama-generate",), "ollama"),
 )
 
-MODEL_IN_PATH = re.compile(r"/models?/([^/:]+)")
+MODEL_IN_PATH = re.compile(r"/models?/([^/]+?)(?::[A-Za-z]\w*)?(?=/|$)")
+"""The model a path names: Gemini's `/models/<id>:streamGenerateContent` (the `:method`
+left out), Bedrock's `/model/<id>/converse-stream`, whose id may hold a `:`
+(`amazon.nova-2-lite-v1:0`)."""
 
 
 def not_found_body(shape: str, model: str) -> dict[str, Any]:

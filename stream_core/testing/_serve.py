@@ -445,8 +445,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(self.path.split("?", 1)[0])
         model = model_in(raw) if raw else ""
         if not model:
-            match = MODEL_IN_PATH.search(path)
-            model = match.group(1) if match else ""
+            # Read in the path as sent: a Bedrock id is quoted whole (an ARN's `/` too).
+            match = MODEL_IN_PATH.search(self.path.split("?", 1)[0])
+            model = unquote(match.group(1)) if match else ""
         server = self.server
         try:
             status, label, body, meta, _ = server.pick(path, model)

@@ -177,6 +177,11 @@ def pytest_configure(config: pytest.Config) -> None:
                 raise pytest.UsageError(_layout_error(d, known))
             # The API's own folder (`DIR/<api>/`) names its parent: recordings are found by API.
             d = d.parent
+        elif not any((d / api).is_dir() for api in known):
+            # Recordings only in folders named after no API under test would be ignored.
+            stray = sorted(s.name for s in d.iterdir() if s.is_dir() and any(s.glob("*.body")))
+            if stray:
+                raise pytest.UsageError(_stray_error(d, stray, known))
         dirs.append(d)
     # A plugin is checked on its own recordings; the built-ins keep theirs beside any extra.
     kit.FIXTURE_DIRS = dirs if modules else [*kit.FIXTURE_DIRS, *dirs]
@@ -196,6 +201,18 @@ def _layout_error(folder: Path, apis: list[str]) -> str:
         f"an API under test ({', '.join(apis) or 'none'}). Recordings are found by API: "
         f"pass a folder holding one <api>/ folder per API (e.g. {folder.parent}/recordings/"
         f"{first}/*.body), or an <api>/ folder itself (rename {folder.name}/ to {first}/)."
+    )
+
+
+def _stray_error(folder: Path, stray: list[str], apis: list[str]) -> str:
+    """What a folder whose recordings sit in folders named after no API is told."""
+    first = apis[0] if apis else "<api>"
+    names = ", ".join(f"{name}/" for name in stray[:5])
+    return (
+        f"--stream-core-fixtures: {folder} has no folder named after an API under test "
+        f"({', '.join(apis) or 'none'}); its recordings in {names} would be ignored. "
+        f"Recordings are found by API: {folder}/<api>/*.body (rename {stray[0]}/ to "
+        f"{first}/)."
     )
 
 
