@@ -20,6 +20,7 @@ import pytest
 from stream_core import (
     AssistantMessage,
     Context,
+    ErrorKind,
     Model,
     StreamOptions,
     TextContent,
@@ -30,7 +31,7 @@ from stream_core import (
     complete_sync,
     get_model,
 )
-from stream_core.testing import FauxTurn, fake_vendor, faux_tool_call
+from stream_core.testing import FauxTurn, fake_vendor, faux_error, faux_tool_call
 
 pytest_plugins = ["pytester"]
 
@@ -176,3 +177,29 @@ def test_a_folder_with_an_api_subfolder_beside_others_is_taken(
         f"--stream-core-fixtures={root}", "-q", "--co",
     )  # fmt: skip
     assert result.ret == pytest.ExitCode.OK, (result.stdout.str() + result.stderr.str())[-2000:]
+
+
+HTTP_KINDS: dict[ErrorKind, int] = {
+    "auth": 401,
+    "not_found": 404,
+    "rate_limit": 429,
+    "overloaded": 529,
+    "server": 500,
+    "invalid_request": 400,
+    "context_overflow": 400,
+}
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_http_error_turn_is_served_as_its_kind(api: str) -> None:
+    # faux_model says `faux_error("context_overflow", status=400)` is context_overflow; the
+    # same script through fake_vendor came back invalid_request on every API.
+    model = _model(api)
+    turns: list[str | FauxTurn] = [faux_error(k, status=s) for k, s in HTTP_KINDS.items()]
+    with fake_vendor(scenarios={model.id: turns}) as server:
+        options = StreamOptions(base_url=server.url, api_key="test-key", max_retries=0)
+        back = {}
+        for kind in HTTP_KINDS:
+            message = complete_sync(model, Context(messages=[UserMessage(content="hi")]), options)
+            back[kind] = message.error.kind if message.error else None
+    assert back == {k: k for k in HTTP_KINDS}, api

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._errors import is_context_overflow
 from .._types import AssistantMessage
 from . import _codec
 from ._codec import Block as _Block
@@ -535,11 +536,32 @@ def vendor_bytes(
         meta.update(status=faux.status, headers={"content-type": "application/json"})
         if faux.retry_after is not None:
             meta["headers"]["retry-after"] = f"{faux.retry_after:g}"
-        return Synthesized(faux.http_body, meta)
+        return Synthesized(_http_body(faux), meta)
     read = _codec.read_turn(faux, api)
     body = writer[0](read).replace(_MODEL.encode(), model.encode())
     meta.update(status=200, headers={"content-type": writer[1]}, expect=_expect(read))
     return Synthesized(body, meta)
+
+
+def _http_body(faux: FauxTurn) -> bytes:
+    """An HTTP error turn's body. A vendor says a context overflow with a 400 and its
+    wording (no API has a status for it): `faux_error("context_overflow", status=400)`'s
+    body gets the words every provider reads, so it comes back `context_overflow`."""
+    if faux.error_kind != "context_overflow":
+        return faux.http_body
+    try:
+        data = json.loads(faux.http_body)
+        error = data["error"]
+        message = str(error["message"])
+    except (ValueError, TypeError, KeyError):
+        return faux.http_body
+    if is_context_overflow(message):
+        return faux.http_body
+    error.update(type="context_length_exceeded", message=f"{message}: {_OVERFLOW_WORDS}")
+    return json.dumps(data).encode()
+
+
+_OVERFLOW_WORDS = "the prompt exceeds the context window"
 
 
 def _expect(t: _Turn) -> dict[str, Any]:
