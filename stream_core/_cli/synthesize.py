@@ -1,7 +1,8 @@
 """`stream-core synthesize SCRIPT --api API --out DIR`: a script of turns as recordings.
 
 SCRIPT is JSON (a list of turns) or JSONL (one turn a line): a string is a text answer, an
-object an `AssistantMessage` (text, thinking, tool calls, usage, stop reason, an error).
+object an `AssistantMessage` (text, thinking, tool calls, usage, stop reason, an error;
+its `api`, `provider` and `model` may be left out).
 Each turn is written as `DIR/<n>.body` and `DIR/<n>.json` (from 1) in the exact wire format
 of API (`stream_core.testing.vendor_bytes`), so `stream-core serve --scenario MODEL=DIR`
 and `replay_sequence` play them in order.
@@ -32,7 +33,12 @@ def _turns(path: Path) -> list[Any]:
         if isinstance(item, str):
             turns.append(item)
         elif isinstance(item, dict):
-            turns.append(AssistantMessage.model_validate(item))
+            # The call's identity is not the script's to say: the API is --api's.
+            known = {"api": "synthetic", "provider": "synthetic", "model": "synthetic"}
+            try:
+                turns.append(AssistantMessage.model_validate({**known, **item}))
+            except ValueError as exc:
+                raise ValueError(f"turn {n}: {exc}") from None
         else:
             raise ValueError(f"turn {n}: a string or an assistant message object, not {item!r}")
     return turns
