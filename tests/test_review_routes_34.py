@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,10 @@ import pytest
 from limited_vendor import LimitedVendor
 from redis_server import session_url
 
-from stream_core import Context, Route, StreamOptions, UserMessage, complete
+from stream_core import Context, LimitStore, Route, StreamOptions, UserMessage, complete
+from stream_core._limits.file_store import FileStore
+from stream_core._limits.redis_store import RedisStore
+from stream_core._limits.stores import MemoryStore
 from stream_core.testing import faux_error, faux_model
 
 WORKER = Path(__file__).parent / "route_fleet_worker.py"
@@ -138,3 +142,62 @@ async def test_a_blip_of_a_healthy_deployment_cools_nothing_a_run_of_them_does()
     d2.recent = list(d.recent)  # the same history
     assert (await _call(route2)).text() == "fallback"
     assert route2.ready_in(d2) == 0 and d2.strikes == 0 and d2.failed == 1
+
+
+# --- a success between two failures of one streak breaks it ---------------------------------
+
+
+@pytest.fixture(params=["memory", "file", "redis"])
+def bare_store(request: pytest.FixtureRequest, tmp_path: Path) -> LimitStore:
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "file":
+        return FileStore(tmp_path / "limits.json")
+    store = RedisStore(request.getfixturevalue("redis_url"), prefix=f"t{uuid.uuid4().hex[:12]}")
+    store.timeout = 2.0
+    store.server_time = False  # the table's times, not the server's clock
+    return store
+
+
+@pytest.mark.anyio
+async def test_an_answer_sent_between_two_failures_leaves_the_last_alone(
+    bare_store: LimitStore,
+) -> None:
+    """After a cooldown a burst is sent: one attempt fails at once (a second failure in a
+    row), the others answer just after it. They were sent after the first failure: the
+    deployment worked since, so the next failure is the second in a row, not the third."""
+    store, t, backoff = bare_store, 1_800_000_000.0, (5.0, 300.0)
+    steps: list[Any] = []
+    steps.append(await store.cool("k", 0.0, t, started=t - 1, backoff=backoff))
+    steps.append(await store.cool("k", 0.0, t + 6, started=t + 5.5, backoff=backoff))
+    steps.append(await store.cool("k", 0.0, t + 6.1, started=t + 5.8, reset=True))
+    steps.append(await store.cool("k", 0.0, t + 30, started=t + 29.9, backoff=backoff))
+    # Sent before both failures of a streak: forgets nothing, as before.
+    steps.append(await store.cool("k", 0.0, t + 30.2, started=t + 5, reset=True))
+    await store.aclose()
+    assert steps == [
+        (pytest.approx(t + 5, abs=0.01), 1),
+        (pytest.approx(t + 16, abs=0.01), 2),
+        (pytest.approx(t + 16, abs=0.01), 1),  # a deadline is never shortened
+        (pytest.approx(t + 40, abs=0.01), 2),  # 10 s, not 20
+        (pytest.approx(t + 40, abs=0.01), 2),
+    ]
+
+
+@pytest.mark.anyio
+async def test_in_one_process_an_answer_between_two_failures_breaks_the_streak() -> None:
+    clock = Clock()
+    route = Route([faux_model([]), faux_model([])], clock=clock, cooldown=5)
+    d = route.deployments[0]
+    route.cool(d, "overloaded", None, started=clock.now)
+    clock.now += 6
+    burst = clock.now
+    clock.now += 0.05
+    route.cool(d, "overloaded", None, started=burst)  # one of the burst fails first
+    assert d.strikes == 2 and route.ready_in(d) == pytest.approx(10)
+    clock.now += 0.1
+    route.served(d, None, None, started=burst)  # another of it answers
+    assert d.strikes == 1
+    clock.now += 11
+    route.cool(d, "overloaded", None, started=clock.now)
+    assert d.strikes == 2 and route.ready_in(d) == pytest.approx(10)  # not 20

@@ -256,8 +256,9 @@ return 1
 )
 
 # A route's failure, or with reset its success (`stores.cool_entry`: `r` failures in a
-# row, `b` when the last was counted). ARGV: now ('' for TIME), unused, the wait from
-# now ('' for none), how long ago the attempt was sent ('' unknown), the backoff's base
+# row, `b` when the last was counted, `a` the one before). ARGV: now ('' for TIME), how
+# long ago the attempt was sent as the caller measured it ('' unknown), the wait from
+# now ('' for none), that plus the round trip ('' unknown), the backoff's base
 # and cap ('' for none), "1" to reset. Answers [seconds the key cools from now, failures].
 _COOL = (
     _COMMON
@@ -276,19 +277,29 @@ if type(entry) ~= 'table' then
   if reset then return cjson.encode({0, 0}) end
   entry = {}
 end
-local row, began = entry.r, entry.b
+local row, began, prior = entry.r, entry.b, entry.a
 if not finite(row) or row < 0 then row = 0 end
 if not finite(began) or began > now + 60 then began = 0 end
+if not finite(prior) or prior > began then prior = 0 end
 if entry.c ~= nil and not finite(entry.c) then entry.c = nil end
 row = math.min(math.floor(row), 64)
 local same = ARGV[4] ~= '' and now - tonumber(ARGV[4]) < began
 if reset then
-  if row == 0 or same then return cjson.encode({(entry.c or now) - now, row}) end
-  row = 0
-  entry.r = 0
+  if row == 0 then return cjson.encode({(entry.c or now) - now, row}) end
+  if same then
+    -- It answered after the failure before the last: the last stands alone.
+    if row < 2 or ARGV[2] == '' or prior <= 0 or now - tonumber(ARGV[2]) < prior then
+      return cjson.encode({(entry.c or now) - now, row})
+    end
+    row = 1
+  else
+    row = 0
+  end
+  entry.r = row
 else
   if not same then
     row = row + 1
+    entry.a = began
     began = now
     entry.r = row
     entry.b = now
@@ -519,7 +530,7 @@ class RedisStore(LimitStore):
         now = time.time() if now is None else now
         args = [
             self._clock(now),
-            "",
+            "" if started is None else repr(max(now - started, 0.0)),
             repr(until - now) if until and not reset else "",
             # How long ago it was sent, plus the most the script's clock may run ahead of
             # `now` (the round trip): an attempt sent that close to the last failure

@@ -213,22 +213,28 @@ def cool_entry(
     reset: bool,
 ) -> tuple[float, int]:
     """`LimitStore.cool` on one key's state: `r` its failures in a row, `b` when the last
-    was counted, `c` its deadline (routes pass it over until then; 0 once past)."""
+    was counted (`a`: the one before), `c` its deadline (routes pass it over until then; 0
+    once past)."""
     found: Any = entry.get("r")
     row = min(int(found), 64) if _finite(found) and found > 0 else 0
     found = entry.get("b")
     # A time a little ahead of `now` is another caller's `now`, read just later but
     # applied first; one far ahead is not a time.
     began: float = found if _finite(found) and found <= now + 60 else 0.0
+    found = entry.get("a")
+    prior: float = found if _finite(found) and found <= began else 0.0
     if "c" in entry and not _finite(entry["c"]):
         del entry["c"]  # not a deadline: none
     same = started is not None and started < began  # sent before the last was counted
     if reset:
         if row and not same:
             row = entry["r"] = 0
+        elif row > 1 and started is not None and 0 < prior <= started:
+            # It answered after the failure before the last: the last stands alone.
+            row = entry["r"] = 1
     else:
         if not same:
-            row, began = row + 1, now
+            row, began, entry["a"] = row + 1, now, began
             entry["r"], entry["b"] = row, began
         if backoff is not None:
             base, cap = backoff

@@ -70,6 +70,7 @@ class Deployment:
         "label",
         "model",
         "passed_over",
+        "prior",
         "recent",
         "served",
         "shared",
@@ -92,6 +93,8 @@ class Deployment:
         self.began: float | None = None
         """The route's clock when the last failure in a row was counted: an attempt sent
         before it failed or succeeded in the same burst, and changes no streak."""
+        self.prior: float | None = None
+        """When the failure before the last in a row was counted (the route's clock)."""
         self.shared = False
         """A shared limit store may hold failures in a row for it (one was heard of): the
         next success here resets them there."""
@@ -309,7 +312,7 @@ class Route:
         counted = started is None or d.began is None or started >= d.began
         if counted:
             d.strikes += 1
-            d.began = now
+            d.prior, d.began = d.began, now
         wait = self.fixed_wait(kind, retry_after)
         if wait is not None:
             d.cool_until = max(d.cool_until, now + wait)
@@ -336,7 +339,8 @@ class Route:
         fallback: bool = False,
     ) -> bool:
         """`d` answered (a `fallback`: not the call's first choice): its failures in a row
-        are forgotten (unless it was sent, `started`, before the last of them), its speed
+        are forgotten (sent, `started`, before the last of them but after the one before,
+        only the last is kept; before both, none is forgotten), its speed
         noted, and the session (if any) stays with it. True when a shared store may still
         hold failures in a row for it."""
         stale = False
@@ -345,6 +349,10 @@ class Route:
             stale = d.strikes > 0 or d.shared
             d.strikes = 0
             d.shared = False
+        elif d.prior is not None and started >= d.prior and (d.strikes > 1 or d.shared):
+            # Sent after the failure before the last, it answered: the last stands alone.
+            stale = True
+            d.strikes = min(d.strikes, 1)
         d.served += 1
         self._tally(fallback)
         if ttft_ms is not None:
