@@ -164,6 +164,9 @@ try:
         mode = call.pop("structured_output", None)
         m = stream_core.Model(id=case.name, api=api, provider="served",
                               base_url=url + base.get(api, ""), structured_output=mode)
+        tools = case.meta.get("request_tools")  # the vendor-run tools it asked for
+        if tools:
+            call["on_payload"] = lambda payload, model: {**payload, "tools": tools}
         opts = stream_core.StreamOptions(api_key="k", max_retries=0, **call)
         context = {"messages": [{"role": "user", "content": "hi"}]}
         return await stream_core.complete(m, context, opts)

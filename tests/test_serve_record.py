@@ -41,11 +41,21 @@ def _model(
     )  # fmt: skip
 
 
+def _with_tools(tools: list | None) -> dict:
+    """`on_payload` asking for the vendor-run tools the recorded request asked for, as the
+    kit's replay does (their answers may hold more input than one context window)."""
+    if not tools:
+        return {}
+    return {"on_payload": lambda payload, model: {**payload, "tools": tools}}
+
+
 async def _stream(
-    model: stream_core.Model, call: dict | None = None
+    model: stream_core.Model, call: dict | None = None, tools: list | None = None
 ) -> tuple[list, stream_core.AssistantMessage]:
     # `call`: how the recorded call was made (a fixture's output schema), as the kit does.
-    options = stream_core.StreamOptions(api_key="test-key", max_retries=0, **(call or {}))
+    options = stream_core.StreamOptions(
+        api_key="test-key", max_retries=0, **(call or {}), **_with_tools(tools)
+    )
     with anyio.fail_after(20):  # a guard against hangs, not a timing assertion
         async with stream_core.stream(
             model, {"messages": [{"role": "user", "content": "hi"}]}, options
@@ -62,7 +72,8 @@ def test_serve_answers_each_provider_with_its_recordings(vendor: FakeVendor, api
     for case in cases:
         call = case.call
         mode = call.pop("structured_output", None)
-        events, message = anyio.run(_stream, _model(vendor, api, case.name, mode), call)
+        tools = case.meta.get("request_tools")
+        events, message = anyio.run(_stream, _model(vendor, api, case.name, mode), call, tools)
         assert_valid_event_stream(events)
         try:
             check_expect(message, case.expect)
