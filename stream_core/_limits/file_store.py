@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import stat
 import time
@@ -44,6 +45,41 @@ def _refused(path: str, problem: str) -> ValueError:
     return ValueError(f"limit store {path} {problem}")
 
 
+def _resolve(directory: str, shown: str) -> str:
+    """`os.path.realpath(directory)`, except that a symbolic link of another user on the
+    way (one planted in /tmp, pointing at a directory of the user's) is refused."""
+    me = os.geteuid()
+    resolved = os.sep
+    pending = directory.split(os.sep)
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        step = os.path.join(resolved, part)
+        st = os.lstat(step)
+        if not stat.S_ISLNK(st.st_mode):
+            resolved = step
+            continue
+        if st.st_uid not in (me, 0):
+            raise _refused(
+                shown,
+                f"is under {step}, a symbolic link of another user (uid {st.st_uid}): it "
+                "could lead the store to a directory of yours; name the directory itself",
+            )
+        hops += 1
+        if hops > 40:
+            raise _refused(shown, f"is under {step}: too many symbolic links")
+        target = os.readlink(step)
+        pending = target.split(os.sep) + pending
+        if os.path.isabs(target):
+            resolved = os.sep
+    return resolved
+
+
 def _check_dirs(directory: str, shown: str) -> None:
     """Every directory above the file is the user's or root's, and none that others can
     write lacks the sticky bit (else another user could swap the file for theirs)."""
@@ -66,7 +102,7 @@ def _check_dirs(directory: str, shown: str) -> None:
 
 def _check_fd(fd: int, shown: str) -> os.stat_result:
     """The file opened is a regular file of the user's, with one name, that no one else
-    can write; one others can read is made private (0600)."""
+    can write (`_private` then makes it 0600, once it is known to be the store's)."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise _refused(shown, "is not a regular file")
@@ -80,9 +116,12 @@ def _check_fd(fd: int, shown: str) -> os.stat_result:
         )
     if st.st_nlink != 1:
         raise _refused(shown, "has other hard links: it may be another file of yours")
+    return st
+
+
+def _private(fd: int, st: os.stat_result) -> None:
     if st.st_mode & 0o077:
         os.fchmod(fd, 0o600)
-    return st
 
 
 def _open(path: str, flags: int, shown: str) -> int:
@@ -98,12 +137,13 @@ def _open(path: str, flags: int, shown: str) -> int:
         raise
 
 
-def _read(path: str, shown: str) -> str | None:
-    """The text of the store (None: there is none yet)."""
+def _read(path: str, shown: str) -> tuple[str | None, dict[str, Any]]:
+    """The text of the store (None: there is none yet) and its data (`_parse`). A file
+    that is not a store is left as it was, its mode too."""
     try:
         fd = _open(path, _READ, shown)
     except FileNotFoundError:
-        return None
+        return None, {}
     try:
         st = _check_fd(fd, shown)
         if st.st_size > _MAX_BYTES:
@@ -111,7 +151,10 @@ def _read(path: str, shown: str) -> str | None:
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
-        return b"".join(chunks).decode("utf-8", "replace")
+        text = b"".join(chunks).decode("utf-8", "replace")
+        data = _parse(text, shown)
+        _private(fd, st)
+        return text, data
     finally:
         os.close(fd)
 
@@ -174,23 +217,24 @@ class FileStore(LimitStore):
         if not base or shown.endswith(os.sep):
             raise _refused(shown, "is not a regular file (it names a directory)")
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        directory = os.path.realpath(directory)
+        directory = _resolve(directory, shown)
         _check_dirs(directory, shown)
         self.shown = shown
         self.path = os.path.join(directory, base)
         self.lock_path = self.path + ".lock"
         self.name = f"file {shown}"
+        self._swept = False
         try:
             os.close(os.open(self.path, _MAKE, 0o600))  # made now: a new store, empty
         except FileExistsError:
             pass  # never opened to write: checked, then only ever replaced whole
-        _parse(_read(self.path, shown), shown)  # whoever made it: checked on its fd
+        _read(self.path, shown)  # whoever made it: checked on its fd
         os.close(self._lock_fd())  # the lock too: a path that cannot be written fails now
 
     def _lock_fd(self) -> int:
         fd = _open(self.lock_path, _LOCK, self.lock_path)
         try:
-            _check_fd(fd, self.lock_path)
+            _private(fd, _check_fd(fd, self.lock_path))
         except BaseException:
             os.close(fd)
             raise
@@ -217,8 +261,10 @@ class FileStore(LimitStore):
                     break
                 except BlockingIOError:
                     await anyio.sleep(0.001)
-            text = _read(self.path, self.shown)
-            tables = _Tables(_parse(text, self.shown))
+            if not self._swept:
+                self._sweep()
+            text, data = _read(self.path, self.shown)
+            tables = _Tables(data)
             result = change(tables)
             if len(tables.keys) > 1000:
                 tables.prune(time.time())
@@ -228,6 +274,26 @@ class FileStore(LimitStore):
             return result
         finally:
             os.close(fd)  # and the lock with it
+
+    def _sweep(self) -> None:
+        """Remove the new files of writers killed before their rename (under the lock, so
+        none is being written): once per process, so kills never pile them up."""
+        self._swept = True
+        directory, base = os.path.split(self.path)
+        made = re.compile(re.escape(base) + r"\.[0-9a-f]{12}\.tmp")
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return
+        for name in names:
+            if made.fullmatch(name):
+                left = os.path.join(directory, name)
+                try:
+                    st = os.lstat(left)
+                    if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                        os.unlink(left)
+                except OSError:
+                    pass
 
     async def admit(
         self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
