@@ -35,7 +35,7 @@ def shared() -> Iterator[Path]:
 
 
 @as_root
-@pytest.mark.parametrize("depth", [1, 2])
+@pytest.mark.parametrize("depth", [1, 2, 3])
 def test_a_directory_linked_by_another_user_is_refused(
     shared: Path, tmp_path: Path, depth: int
 ) -> None:
@@ -52,6 +52,8 @@ def test_a_directory_linked_by_another_user_is_refused(
         own = tmp_path / "own"
         own.symlink_to(shared / "app")
         path = own / "limits.json"
+    if depth == 3:  # a directory yet to be made, under the link: not made through it
+        path = shared / "app" / "sub" / "limits.json"
     with pytest.raises(ValueError, match="symbolic link of another user") as caught:
         configure_limits(store=str(path), budget_usd=1.0)
     assert str(path) in str(caught.value)

@@ -47,7 +47,8 @@ def _refused(path: str, problem: str) -> ValueError:
 
 def _resolve(directory: str, shown: str) -> str:
     """`os.path.realpath(directory)`, except that a symbolic link of another user on the
-    way (one planted in /tmp, pointing at a directory of the user's) is refused."""
+    way (one planted in /tmp, pointing at a directory of the user's) is refused. What
+    does not exist yet is kept as named."""
     me = os.geteuid()
     resolved = os.sep
     pending = directory.split(os.sep)
@@ -60,7 +61,10 @@ def _resolve(directory: str, shown: str) -> str:
             resolved = os.path.dirname(resolved)
             continue
         step = os.path.join(resolved, part)
-        st = os.lstat(step)
+        try:
+            st = os.lstat(step)
+        except FileNotFoundError:
+            return os.path.normpath(os.path.join(step, *pending))
         if not stat.S_ISLNK(st.st_mode):
             resolved = step
             continue
@@ -216,6 +220,7 @@ class FileStore(LimitStore):
         directory, base = os.path.split(given)
         if not base or shown.endswith(os.sep):
             raise _refused(shown, "is not a regular file (it names a directory)")
+        directory = _resolve(directory, shown)  # no directory made through a link
         os.makedirs(directory, mode=0o700, exist_ok=True)
         directory = _resolve(directory, shown)
         _check_dirs(directory, shown)
