@@ -120,3 +120,104 @@ def test_a_temporary_name_planted_by_another_user_is_left_alone(shared: Path) ->
     finally:
         v.stop()
     assert theirs.read_text() == "x" and os.readlink(link) == "/etc/passwd"
+
+
+# --- a Redis that asks for a password: none in a log line at DEBUG, an error or a key ----
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_refused_redis_password_shows_nowhere(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import socket
+    import subprocess
+    import time
+
+    import redis
+
+    from stream_core import (
+        Context,
+        Model,
+        ModelPrices,
+        StreamOptions,
+        UserMessage,
+        budget_spent,
+        clear_limits,
+        complete,
+    )
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    workdir = tempfile.mkdtemp(prefix="sc-review-redis-")
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+         "no", "--dir", workdir, "--requirepass", "server-pw-1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    v = LimitedVendor(requests=10_000).start()
+    said: list[str] = []
+    try:
+        admin = redis.Redis(port=port, password="server-pw-1")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                admin.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        admin.execute_command("ACL", "SETUSER", "fleet-user", "on", ">user-pw-2", "~*", "+@all")
+        base = v.url.replace("http://", "http://base-user:base-pw-3@") + "?api_key=query-key-4&x=1"
+        model = Model(
+            id="m-1", api="openai-completions", provider="openai", base_url=base,
+            max_tokens=30, prices=ModelPrices(input=1, output=2),
+        )  # fmt: skip
+        ctx = Context(messages=[UserMessage(content="hi")])
+        urls = [
+            (f"redis://127.0.0.1:{port}/0?password=server-pw-1", None),
+            (f"redis://fleet-user:user-pw-2@127.0.0.1:{port}/0", None),
+            (f"redis://127.0.0.1:{port}/0?password=wrong-pw-5", "budget"),
+            (f"redis://fleet-user:wrong-pw-6@127.0.0.1:{port}/0", "budget"),
+        ]
+        with caplog.at_level(logging.DEBUG):
+            for url, kind in urls:
+                configure_limits(store=url, budget_usd=5.0)
+                opts = StreamOptions(api_key="sk-api-key-7", max_retries=0, total_timeout=3)
+                m = await complete(model, ctx, opts)
+                assert (m.error.kind if m.error else None) == kind, m.error
+                said.append(repr(m.error))
+                said.append(repr(await budget_spent()))
+                try:
+                    await clear_limits()
+                except Exception as exc:
+                    said.append(f"{exc!r} {exc}")
+                from stream_core._limits import limiter
+
+                said.append(f"{limiter.config.store!r} {limiter.config.store.name}")
+        names = [n.decode() for n in admin.scan_iter("*")]
+        admin.close()
+    finally:
+        v.stop()
+        server.kill()
+        server.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+    # httpx's own INFO line shows the URL it sends to, the base URL's userinfo and query
+    # included: the vendor's URL is the user's to keep out of httpx's log (left alone here).
+    logged = [r.getMessage() for r in caplog.records if not r.name.startswith("http")]
+    assert any("password=***" in line for line in logged), logged
+    text = "\n".join(said + names + logged)
+    for secret in (
+        "pw-1",
+        "pw-2",
+        "pw-3",
+        "query-key-4",
+        "pw-5",
+        "pw-6",
+        "sk-api-key",
+        "base-user",
+    ):
+        assert secret not in text, [line for line in text.splitlines() if secret in line]
