@@ -170,7 +170,7 @@ async def test_a_refused_redis_password_shows_nowhere(caplog: pytest.LogCaptureF
             except redis.ConnectionError:
                 assert time.monotonic() < deadline, "redis-server did not start"
                 time.sleep(0.05)
-        admin.execute_command("ACL", "SETUSER", "fleet-user", "on", ">user-pw-2", "~*", "+@all")
+        admin.execute_command("ACL", "SETUSER", "fleet-user", "on", ">user-pw-2", "~*", "+@all")  # type: ignore[no-untyped-call]
         base = v.url.replace("http://", "http://base-user:base-pw-3@") + "?api_key=query-key-4&x=1"
         model = Model(
             id="m-1", api="openai-completions", provider="openai", base_url=base,
