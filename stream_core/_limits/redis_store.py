@@ -28,6 +28,8 @@ from .window import LATE, PERIOD, POLL, SLACK, Snapshot
 
 __all__ = ["RedisStore"]
 
+_SPEND = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")  # a plain decimal
+_SPEND_LUA = "^%-?%d*%.?%d*[eE]?[-+]?%d*$"  # the same, in Lua
 _EXPIRE = 86_400
 """Seconds a key's state outlives its last change (budgets never expire)."""
 
@@ -163,27 +165,30 @@ local function save(key, entry)
   redis.call('SET', key, cjson.encode(entry), 'EX', __EXPIRE__)
 end
 local function spent(key)
-  local x = tonumber(redis.pcall('GET', key))
-  if x == nil or not num(x) or x < 0 then
+  local raw = redis.pcall('GET', key)  -- a plain decimal only: INCRBYFLOAT refuses '0x1'
+  local x = type(raw) == 'string' and #raw < 64 and string.find(raw, __SPEND__) and tonumber(raw)
+  if not x or not num(x) or x < 0 then
     redis.call('SET', key, '0')
     return 0
   end
   return x
 end
 local function expire(bkey, rkey, now)
-  local old = redis.call('ZRANGEBYSCORE', rkey, '-inf', now, 'LIMIT', 0, 1000)
+  local old = redis.pcall('ZRANGEBYSCORE', rkey, '-inf', now, 'LIMIT', 0, 1000)
+  if type(old) ~= 'table' or old.err then redis.call('DEL', rkey) return end  -- not a zset
   if #old == 0 then return end
   local back = 0
   for _, m in ipairs(old) do
     local x = tonumber(string.match(m, '|([^|]*)$'))
-    if x and num(x) then back = back + x end
+    if x and num(x) and x > 0 then back = back + x end
     redis.call('ZREM', rkey, m)
   end
   redis.call('SET', bkey, tostring(math.max(spent(bkey) - back, 0)))
 end
-""".replace("__POLL__", repr(POLL)).replace("__SLACK__", repr(SLACK))
-_COMMON = _COMMON.replace("__LATE__", repr(LATE)).replace("__PERIOD__", repr(PERIOD))
-_COMMON = _COMMON.replace("__EXPIRE__", str(_EXPIRE))
+"""
+_MARKS = {"POLL": POLL, "SLACK": SLACK, "LATE": LATE, "PERIOD": PERIOD, "EXPIRE": _EXPIRE}
+for _mark, _value in {**_MARKS, "SPEND": _SPEND_LUA}.items():
+    _COMMON = _COMMON.replace(f"__{_mark}__", repr(_value))
 
 # KEYS: the key's state, then per budget its spend and its reservations (a sorted set of
 # "id|amount" by expiry). ARGV: the caller's `now` ('' for the server's TIME), max_pause.
@@ -248,7 +253,7 @@ end
 for j, s in ipairs(settles) do
   local bkey = KEYS[2 * j]
   local delta = s[2] - s[1]
-  if s[3] and redis.call('ZREM', KEYS[2 * j + 1], s[3]) == 0 then delta = s[2] end
+  if s[3] and redis.pcall('ZREM', KEYS[2 * j + 1], s[3]) ~= 1 then delta = s[2] end
   redis.call('SET', bkey, tostring(math.max(spent(bkey) + delta, 0)))
 end
 return 1
@@ -263,9 +268,7 @@ return 1
 _COOL = (
     _COMMON
     + """
-local function finite(x)
-  return type(x) == 'number' and x == x and x ~= math.huge and x ~= -math.huge
-end
+local finite = num
 local now = tonumber(ARGV[1])
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -337,6 +340,14 @@ def _reply(raw: Any) -> list[Any]:
         raise ValueError("the store's answer is not one of the limiter's")
     found[0] = min(max(found[0], 0.0), window.bounds.max_pause + LATE)
     return found
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop; None under trio (or with none running)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _glob(text: str) -> str:
@@ -435,10 +446,7 @@ class RedisStore(LimitStore):
             return self._sync
 
     async def _run(self, which: int, keys: list[str], args: list[Any]) -> Any:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
+        loop = _asyncio_loop()
         if loop is not None:
             script = self._async_client(loop)[which]
             return await script(keys=keys, args=args)
@@ -450,10 +458,7 @@ class RedisStore(LimitStore):
         )
 
     async def _get(self, keys: list[str]) -> list[Any]:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
+        loop = _asyncio_loop()
         if loop is not None:
             found: list[Any] = await self._async_client(loop)[0].mget(keys)
             return found
@@ -465,9 +470,6 @@ class RedisStore(LimitStore):
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}:k:{key}"
-
-    def _budget(self, name: str) -> str:
-        return f"{self.prefix}:b:{name}"
 
     def _budget_keys(self, name: str) -> list[str]:
         """A budget's spend and its reservations not yet settled (`r`: expiring)."""
@@ -562,20 +564,16 @@ class RedisStore(LimitStore):
         return out
 
     async def spent(self, name: str) -> float:
-        (raw,) = await self._get([self._budget(name)])
-        try:
-            found = float(raw) if raw and len(raw) < 64 else 0.0
-        except ValueError:
-            return 0.0
+        (raw,) = await self._get(self._budget_keys(name)[:1])
+        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw or "")
+        # Anything but a plain decimal number is 0, as the scripts read it (`spent`).
+        found = float(text) if len(text) < 64 and _SPEND.fullmatch(text) else 0.0
         return found if window.number(found) and found > 0 else 0.0
 
     async def clear(self, match: tuple[str, str] | None) -> None:
         tail = "*" if match is None else f"{_glob(match[0])}|*|{_glob(match[1])}"
         pattern = f"{_glob(self.prefix)}:k:{tail}"
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
+        loop = _asyncio_loop()
         if loop is not None:
             client = self._async_client(loop)[0]
             batch = [k async for k in client.scan_iter(match=pattern, count=1000)]

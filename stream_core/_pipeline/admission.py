@@ -99,8 +99,9 @@ class Admission(CallState):
             estimate = flow.corrected(raw)  # by what this key's vendor counted before
         needs = _needs(estimate, max_out)
         asks = self._budget_asks(estimate, max_out, budgeted)
-        slot_until = time.monotonic() + opts.max_retry_delay  # waits for a slot, all told
-        store_until = slot_until  # and for a shared budget's store to answer again
+        # Every wait of this attempt, all told (for a slot, a limit, or a shared budget's
+        # store): a token limit's short looks add up to no more than `max_retry_delay`.
+        until = time.monotonic() + opts.max_retry_delay
         scale = flow.scale
         while True:
             if raw and flow.scale != scale:  # a call that settled meanwhile taught it
@@ -108,11 +109,11 @@ class Admission(CallState):
                 estimate = flow.corrected(raw)
                 needs = _needs(estimate, max_out)
             if flow.full(time.monotonic()):
-                await self._wait_slot(flow, slot_until)
+                await self._wait_slot(flow, until)
                 continue
             wait, ticket, short = await limiter.admit(key, needs, asks, self._pass_over)
             if short is not None and short[1] is None:
-                await self._wait_store(short[0], store_until)
+                await self._wait_store(short[0], until)
                 continue
             if short is not None:
                 raise StreamFailure(self._budget_error(short, asks, estimate, max_out))
@@ -122,7 +123,7 @@ class Admission(CallState):
                 ticket.cuts = flow.cuts
                 self._ticket = ticket
                 return
-            await self._wait_admission(wait)
+            await self._wait_admission(wait, until)
 
     async def _wait_store(self, name: str, until: float) -> None:
         """The shared store keeping budget `name` cannot be reached: wait for it to answer
@@ -228,7 +229,9 @@ class Admission(CallState):
             f"max_tokens={max_out:,}); nothing was sent",
         )
 
-    async def _wait_admission(self, wait: float) -> None:
+    async def _wait_admission(self, wait: float, until: float) -> None:
+        """Wait `wait` seconds for the key's limits, unless that ends past `until` (the
+        attempt's `max_retry_delay`, all its waits told) or its deadline."""
         opts = self._options
         if self._pass_over:
             self._held_back = True
@@ -242,6 +245,12 @@ class Admission(CallState):
                 wait,
                 f"rate limit reached for {self._model.id}: the call fits in {wait:.1f}s, "
                 f"past max_retry_delay={opts.max_retry_delay}s; nothing was sent",
+            )
+        if time.monotonic() + wait > until:
+            raise _rate_limited(
+                wait,
+                f"rate limit reached for {self._model.id}: still no room after waiting "
+                f"max_retry_delay={opts.max_retry_delay}s in all; nothing was sent",
             )
         if self._deadline is not None and anyio.current_time() + wait >= self._deadline:
             raise StreamFailure(
