@@ -177,3 +177,22 @@ async def test_a_slow_clock_reading_an_absolute_reset_pauses_no_one_for_long(
     m = await complete(model, CONTEXT, StreamOptions(api_key="k", max_retry_delay=0))
     assert m.error is not None and m.error.retry_after is not None, m.error
     assert 0 < m.error.retry_after <= 12, m.error
+
+
+async def test_a_planted_reservation_does_not_give_the_budget_back(
+    vendors: list[ScriptedVendor], redis_url: str
+) -> None:
+    import redis
+
+    prefix = _prefix()
+    configure_limits(store=redis_url, prefix=prefix, budget_usd=1.0, timeout=2.0)
+    model = _priced(_vendor(vendors, [("ok", {})]))
+    first = await complete(model, CONTEXT, StreamOptions(api_key="k"))
+    client = redis.Redis.from_url(redis_url)
+    # An expired "reservation" of 1e300 USD: given back, it zeroed the spend.
+    client.zadd(f"{prefix}:r:budget_usd", {"planted|1e300": 0})
+    second = await complete(model, CONTEXT, StreamOptions(api_key="k"))
+    client.close()
+    assert first.error is None and second.error is None
+    spent = sum(m.usage.cost.total if m.usage.cost else 0.0 for m in (first, second))
+    assert await budget_spent() == pytest.approx(spent)  # was: the second call's cost only

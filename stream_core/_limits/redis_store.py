@@ -173,14 +173,14 @@ local function spent(key)
   end
   return x
 end
-local function expire(bkey, rkey, now)
+local function expire(bkey, rkey, now, cap)  -- a reservation is at most the cap
   local old = redis.pcall('ZRANGEBYSCORE', rkey, '-inf', now, 'LIMIT', 0, 1000)
   if type(old) ~= 'table' or old.err then redis.call('DEL', rkey) return end  -- not a zset
   if #old == 0 then return end
   local back = 0
   for _, m in ipairs(old) do
     local x = tonumber(string.match(m, '|([^|]*)$'))
-    if x and num(x) and x > 0 then back = back + x end
+    if x and num(x) and x > 0 and x <= cap then back = back + x end
     redis.call('ZREM', rkey, m)
   end
   redis.call('SET', bkey, tostring(math.max(spent(bkey) - back, 0)))
@@ -207,7 +207,7 @@ if wait > 0 then
 end
 for j, ask in ipairs(asks) do
   local bkey, rkey = KEYS[2 * j], KEYS[2 * j + 1]
-  expire(bkey, rkey, now)
+  expire(bkey, rkey, now, ask[2])
   local left = ask[2] - spent(bkey)
   if ask[3] > left then
     if entry then
