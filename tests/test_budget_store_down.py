@@ -91,3 +91,14 @@ async def test_a_file_store_spoiled_mid_run_spends_no_more(
     after = await complete(model, CONTEXT, options)
     assert after.error is not None and after.error.kind == "budget"
     assert len(vendor.requests) == 1
+
+
+async def test_a_budgets_spend_is_not_reported_as_0_while_its_store_is_down() -> None:
+    pytest.importorskip("redis")
+    from stream_core import budget_spent
+
+    url = _dead_redis().replace("redis://", "redis://:store-pw@")
+    configure_limits(store=url, budget_usd=1.0, timeout=0.1)
+    with pytest.raises(ConnectionError, match="cannot be reached") as caught:
+        await budget_spent()
+    assert "store-pw" not in str(caught.value)

@@ -413,14 +413,24 @@ async def share_cool(
 
 async def budget_spent(name: str | None = None) -> float:
     """USD spent (and reserved by calls in flight) from a budget: the one of
-    `configure_limits(budget_usd=...)` by default, else the named one."""
-
-    async def run(store: LimitStore) -> float:
-        return await store.spent(GLOBAL_BUDGET if name is None else name)
-
-    found, _ = await _shared("budget", run)
-    result: float = found
-    return result
+    `configure_limits(budget_usd=...)` by default, else the named one. Raises
+    `ConnectionError` when the shared store that keeps it cannot be reached: its spend is
+    known only there (never a 0 that is not so)."""
+    key = GLOBAL_BUDGET if name is None else name
+    store = config.store
+    if store is config.local:
+        return await store.spent(key)
+    try:
+        with anyio.fail_after(config.timeout):
+            found = await store.spent(key)
+    except Exception as exc:
+        _went_down(store, exc, "budget")
+        raise ConnectionError(
+            f"limit store {redact.scrubbed(store.name)} cannot be reached "
+            f"({type(exc).__name__}); the spend of budget {key!r} is kept there"
+        ) from None
+    _answered(store)
+    return found
 
 
 async def clear_limits(model: Any = None) -> None:
