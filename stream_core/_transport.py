@@ -12,6 +12,7 @@ The body's decoding and closing are `_decoding.body`'s.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import ssl
 import sys
@@ -25,6 +26,21 @@ import httpx
 
 from ._connections import limits as _limits
 from ._decoding.body import close_body
+from ._limits.redact import scrubbed
+
+
+class _NoCredentialsInURLs(logging.Filter):
+    """httpx logs each request's URL at INFO: a base URL's `user:password@` or `?key=`
+    would reach the application's log. Its URL arguments are logged without them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and any(isinstance(a, httpx.URL) for a in args):
+            record.args = tuple(scrubbed(str(a)) if isinstance(a, httpx.URL) else a for a in args)
+        return True
+
+
+logging.getLogger("httpx").addFilter(_NoCredentialsInURLs())
 
 # --- the response's socket ----------------------------------------------------------------
 
