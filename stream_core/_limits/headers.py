@@ -32,6 +32,9 @@ _DURATION = re.compile(
     r"(?:([0-9]{1,6})h)?(?:([0-9]{1,6})m(?!s))?(?:([0-9.]{1,12})s)?(?:([0-9.]{1,12})ms)?"
 )
 _SKEW = 2.0  # seconds: `Date` has whole seconds; a clock this close is taken as right
+_MAX_SKEW = 86_400.0
+"""A `Date` further off than a day is not this response's time (a recording replayed, a
+cached answer), not a host's clock: resets are then read as sent."""
 _OPENAI_NAMES = frozenset({"requests", "tokens"})
 _PARTS = frozenset({"limit", "remaining", "reset"})
 _ANTHROPIC_NAMES = {
@@ -95,7 +98,7 @@ def _store(
 
 def _offset(headers: httpx.Headers, now: float, clock: list[float]) -> float:
     """Seconds this host's clock is ahead of the vendor's, by the response's `Date` (0
-    when within `_SKEW`, absent, unreadable or more than a year off)."""
+    when within `_SKEW`, absent, unreadable or more than `_MAX_SKEW` off)."""
     if not clock:
         clock.append(0.0)
         date = headers.get("date")
@@ -104,7 +107,7 @@ def _offset(headers: httpx.Headers, now: float, clock: list[float]) -> float:
                 ahead = now - parsedate_to_datetime(date).timestamp()
             except (TypeError, ValueError, OverflowError, IndexError):
                 ahead = 0.0
-            if _SKEW < abs(ahead) <= _MAX_WAIT:
+            if _SKEW < abs(ahead) <= _MAX_SKEW:
                 clock[0] = ahead
     return clock[0]
 
