@@ -74,8 +74,8 @@ def redis_url() -> Iterator[str]:
 
 @pytest.mark.slow
 @pytest.mark.skip(
-    reason="known issue, left open: the primary's share swings from 97% to 9% from run to "
-    "run, by where the first 529s fall against the blip rule's 20-attempt warm-up"
+    reason="known issue, left open: the primary's share swings from run to run (53% to 97% "
+    "here) by where the first 529s fall against the blip rule's per-process warm-up"
 )
 def test_a_fleet_keeps_its_primary_through_a_few_529s(redis_url: str) -> None:
     window = 1.5
@@ -89,7 +89,7 @@ def test_a_fleet_keeps_its_primary_through_a_few_529s(redis_url: str) -> None:
         start = time.time() + 3  # the four start together, once imported
         args = ["--claude", claude.url, "--openai", gpt.url, "--store", redis_url,
                 "--prefix", f"fleet{time.time_ns()}", "--seconds", "5", "--concurrency", "3",
-                "--cooldown", "0.5", "--max-cooldown", "3", "--report-every", "1",
+                "--cooldown", "0.5", "--max-cooldown", "3", "--report-every", "6",
                 "--start-at", str(start)]  # fmt: skip
         procs = [
             subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE)
