@@ -35,7 +35,7 @@ schema's objects closed with `additionalProperties: false`; other models get the
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,24 +43,16 @@ import httpx
 from pydantic_core import from_json
 
 from stream_core import (
-    AssistantMessage,
     AssistantStream,
     Context,
     ErrorKind,
-    ImageContent,
     Model,
     StreamError,
     StreamOptions,
-    TextContent,
     ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
 )
 from stream_core.provider import (
     ADAPTIVE_EFFORTS,
-    BEDROCK_IMAGE_FORMATS,
-    IMAGE_OMITTED_TEXT,
     Assembler,
     EventStreamDecoder,
     StopRule,
@@ -71,11 +63,9 @@ from stream_core.provider import (
     as_object,
     closed_schema,
     error_from_vendor,
-    id_normalizer,
     optional_field,
     output_spec,
     parse_json,
-    prepare_messages,
     refuse_forced_tool,
     required_field,
     thinking_mode,
@@ -83,14 +73,15 @@ from stream_core.provider import (
 
 from . import _aws
 from ._bedrock_endpoint import DEFAULT_REGION, endpoint, profile, region
+from ._bedrock_messages import API
+from ._bedrock_messages import CLAUDE as _CLAUDE
+from ._bedrock_messages import convert_messages as _convert_messages
 from ._claude import (
     claude_schema,
     claude_version,
     fit_thinking_budget,
     thinking_top_p_problem,
 )
-
-API = "bedrock-converse-stream"
 
 _STOP_REASONS: dict[str, StopRule] = {
     "end_turn": "stop",
@@ -136,11 +127,9 @@ _SERVER = frozenset({"toolResult", "server_tool_use"})
 _CACHE_MODELS = ("anthropic.claude", "amazon.nova")
 _NO_CACHE_MODELS = ("claude-3-haiku", "claude-3-sonnet", "claude-3-opus", "claude-3-5-sonnet")
 # Claude takes Anthropic's thinking config through `additionalModelRequestFields`.
-_CLAUDE = "anthropic.claude"
 _INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 
 _SERVICE = "bedrock"
-_normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
 
 # Portable control -> the Converse field it becomes (README table).
 _CONTROLS: dict[str, str] = {
@@ -343,90 +332,6 @@ def _cache_point(model: Model, options: StreamOptions) -> dict[str, Any] | None:
     if options.cache_retention == "long" and _CLAUDE in model.id:
         point["ttl"] = "1h"
     return {"cachePoint": point}
-
-
-def _convert_messages(
-    model: Model, context: Context, cache: dict[str, Any] | None
-) -> list[dict[str, Any]]:
-    messages = prepare_messages(
-        context, api=API, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
-    )
-    vision = "image" in model.input
-    claude = _CLAUDE in model.id
-    out: list[dict[str, Any]] = []
-    blocks: list[dict[str, Any]]
-    for m in messages:
-        if isinstance(m, UserMessage):
-            blocks, role = _user_blocks(m.content, vision=vision), "user"
-        elif isinstance(m, ToolResultMessage):
-            content: list[dict[str, Any]] = _user_blocks(m.content, vision=vision) or [
-                {"text": "(no output)"}
-            ]
-            result: dict[str, Any] = {
-                "toolUseId": m.tool_call_id,
-                "content": content,
-                "status": "error" if m.is_error else "success",
-            }
-            blocks, role = [{"toolResult": result}], "user"
-        else:
-            blocks, role = _assistant_blocks(m, claude=claude), "assistant"
-        if not blocks:
-            continue
-        if out and out[-1]["role"] == role:
-            # Converse wants turns to alternate: results and a following prompt share one.
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-    if cache and out and out[-1]["role"] == "user":
-        out[-1]["content"].append(cache)
-    return out
-
-
-def _user_blocks(content: str | Sequence[object], *, vision: bool) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"text": content}] if content.strip() else []
-    blocks: list[dict[str, Any]] = []
-    for b in content:
-        if isinstance(b, TextContent):
-            if b.text.strip():
-                blocks.append({"text": b.text})
-            continue
-        if not isinstance(b, ImageContent):
-            continue  # UnknownContent: kept in the history, never sent
-        if not vision:
-            blocks.append({"text": IMAGE_OMITTED_TEXT})
-        else:
-            # Other types were replaced by a note at `stream()` (the per-model rules'
-            # IMAGE_TYPES). The REST API takes blob fields as base64 text, as ImageContent
-            # holds them.
-            image_format = BEDROCK_IMAGE_FORMATS[b.mime_type.lower()]
-            blocks.append({"image": {"format": image_format, "source": {"bytes": b.data}}})
-    return blocks
-
-
-def _assistant_blocks(m: AssistantMessage, *, claude: bool) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for b in m.content:
-        if isinstance(b, TextContent):
-            if b.text.strip():
-                blocks.append({"text": b.text})
-        elif isinstance(b, ThinkingContent):
-            if b.redacted:
-                if b.signature:
-                    blocks.append({"reasoningContent": {"redactedContent": b.signature}})
-            elif not b.thinking.strip():
-                continue
-            elif b.signature or not claude:
-                # Same-model thinking goes back verbatim: the signature covers the text.
-                reasoning: dict[str, Any] = {"text": b.thinking}
-                if b.signature:
-                    reasoning["signature"] = b.signature
-                blocks.append({"reasoningContent": {"reasoningText": reasoning}})
-            else:
-                blocks.append({"text": b.thinking})  # Claude rejects unsigned reasoning
-        elif isinstance(b, ToolCall):
-            blocks.append({"toolUse": {"toolUseId": b.id, "name": b.name, "input": b.arguments}})
-    return blocks
 
 
 # --- response -----------------------------------------------------------------------------
