@@ -286,16 +286,33 @@ async def _shared(op: str, run: Any) -> tuple[Any, LimitStore]:
     local = config.local
     if store is local:
         return await run(local), local
-    if config.down_until > time.monotonic():
+    try:
+        return await _on_store(store, op, run), store
+    except _StoreDown:
         return await run(local), local
+
+
+class _StoreDown(Exception):
+    """The shared store failed (or is being left alone after failing): `cause` names why."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+async def _on_store(store: LimitStore, op: str, run: Any, *, while_down: bool = False) -> Any:
+    """`run(store)` within the store's `timeout`; `_StoreDown` when it fails (said once,
+    and the store left alone a second) or, unless `while_down`, while it is left alone."""
+    if not while_down and config.down_until > time.monotonic():
+        raise _StoreDown("down")
     try:
         with anyio.fail_after(config.timeout):
             result = await run(store)
     except Exception as exc:
         _went_down(store, exc, op)
-        return await run(local), local
+        raise _StoreDown(type(exc).__name__) from None
     _answered(store)
-    return result, store
+    return result
 
 
 def _went_down(store: LimitStore, exc: Exception, op: str) -> None:
@@ -333,24 +350,20 @@ async def admit(
     store = config.store
     if store is local:  # the default: no closure, no await that suspends
         wait, snap, short = local.tables.admit(key, needs, asks, now, route)
-    elif asks:
-        # A shared budget is spent only through its store: while the store cannot be
-        # reached no process may draw on it (each alone would spend it again).
-        if config.down_until > time.monotonic():
-            return 0.0, None, [asks[0][0], None]
-        try:
-            with anyio.fail_after(config.timeout):
-                wait, snap, short = await store.admit(key, needs, asks, now, route)
-        except Exception as exc:
-            _went_down(store, exc, "admission")
-            return 0.0, None, [asks[0][0], None]
-        _answered(store)
     else:
 
         async def run(store: LimitStore) -> tuple[float, Snapshot, list[Any] | None]:
             return await store.admit(key, needs, asks, now, route)
 
-        (wait, snap, short), store = await _shared("admission", run)
+        if not asks:
+            (wait, snap, short), store = await _shared("admission", run)
+        else:
+            # A shared budget is spent only through its store: while the store cannot be
+            # reached no process may draw on it (each alone would spend it again).
+            try:
+                wait, snap, short = await _on_store(store, "admission", run)
+            except _StoreDown:
+                return 0.0, None, [asks[0][0], None]
     if wait > 0 or short is not None:
         return wait, None, short
     return 0.0, Ticket(key, store, needs, snap, asks), None
@@ -420,16 +433,17 @@ async def budget_spent(name: str | None = None) -> float:
     store = config.store
     if store is config.local:
         return await store.spent(key)
+
+    async def run(store: LimitStore) -> float:
+        return await store.spent(key)
+
     try:
-        with anyio.fail_after(config.timeout):
-            found = await store.spent(key)
-    except Exception as exc:
-        _went_down(store, exc, "budget")
+        found: float = await _on_store(store, "budget", run, while_down=True)
+    except _StoreDown as down:
         raise ConnectionError(
             f"limit store {redact.scrubbed(store.name)} cannot be reached "
-            f"({type(exc).__name__}); the spend of budget {key!r} is kept there"
+            f"({down.cause}); the spend of budget {key!r} is kept there"
         ) from None
-    _answered(store)
     return found
 
 
