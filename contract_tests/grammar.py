@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
+    BLOCK_KINDS,
     AssistantStreamEvent,
     MessageEnd,
     MessageStart,
@@ -28,6 +29,9 @@ _KIND = {
     "toolcall_start": ("toolcall", "start"),
     "toolcall_delta": ("toolcall", "delta"),
     "toolcall_end": ("toolcall", "end"),
+    "block_start": ("block", "start"),
+    "block_delta": ("block", "delta"),
+    "block_end": ("block", "end"),
 }
 _BLOCK_TYPE = {"text": TextContent, "thinking": ThinkingContent, "toolcall": ToolCall}
 
@@ -45,6 +49,7 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
     kinds: dict[int, str] = {}
     texts: dict[int, list[str]] = {}
     started: dict[int, int] = {}  # content_index -> position of its start event
+    block_types: dict[int, str] = {}  # content_index -> the `type` a block_start named
     next_index = 0
     for i, ev in enumerate(events):
         if i and isinstance(ev, MessageStart):
@@ -55,8 +60,19 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
         if not isinstance(ev, MessageUpdate):
             continue
         d = ev.delta
-        kind, phase = _KIND[d.type]
         idx = d.content_index
+        if d.type == "citation":
+            # A citation goes to a text block that has started (open, or done: some
+            # vendors cite once the text is complete), and is already in its citations.
+            assert kinds.get(idx) == "text", (
+                f"event {i}: citation for content_index {idx}, which is no started text block"
+            )
+            cited = message.content[idx].citations or []  # type: ignore[union-attr]
+            assert any(c is d.citation for c in cited), (
+                f"event {i}: the citation is not in block {idx}'s citations"
+            )
+            continue
+        kind, phase = _KIND[d.type]
         if phase == "start":
             assert idx == next_index, (
                 f"event {i}: {d.type} content_index {idx}, expected {next_index} (blocks are "
@@ -65,6 +81,8 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
             next_index += 1
             state[idx], kinds[idx], texts[idx] = "open", kind, []
             started[idx] = i
+            if kind == "block":
+                block_types[idx] = d.kind  # type: ignore[union-attr]
             continue
         assert idx in state, f"event {i}: {d.type} for content_index {idx} that never started"
         assert kinds[idx] == kind, f"event {i}: {d.type} on a {kinds[idx]} block {idx}"
@@ -84,6 +102,18 @@ def assert_valid_event_stream(events: Sequence[AssistantStreamEvent]) -> None:
         f"rule: message.content has {len(message.content)} blocks, {next_index} were started"
     )
     for idx, block in enumerate(message.content):
+        if kinds[idx] == "block":
+            row = BLOCK_KINDS.get(block_types[idx])
+            assert row is not None and row.family == "block", (
+                f"block {idx}: block_start names {block_types[idx]!r}, no block_* kind"
+            )
+            assert type(block) is row.cls, (
+                f"block {idx}: {type(block).__name__} started as {block_types[idx]}"
+            )
+            joined = "".join(texts[idx])
+            if joined:
+                _check_input(idx, block, joined)
+            continue
         assert isinstance(block, _BLOCK_TYPE[kinds[idx]]), (
             f"block {idx}: {type(block).__name__} started as {kinds[idx]}"
         )
@@ -115,4 +145,17 @@ def _check_arguments(idx: int, block: ToolCall, joined: str) -> None:
         return  # valid JSON a message cannot hold (nested too deep, 1e400): cut, not kept
     assert parsed == block.arguments, (
         f"block {idx}: toolcall deltas do not concatenate to the final arguments"
+    )
+
+
+def _check_input(idx: int, block: Any, joined: str) -> None:
+    """A server call's input deltas, joined, are the input it holds (when they parse)."""
+    from stream_core.provider import ArgumentsError, parse_arguments
+
+    try:
+        parsed: Any = parse_arguments(joined)
+    except ArgumentsError:
+        return  # cut: the call holds what parses of it
+    assert parsed == getattr(block, "input", None), (
+        f"block {idx}: block_delta fragments do not concatenate to the call's input"
     )

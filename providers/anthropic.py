@@ -53,6 +53,7 @@ from stream_core.provider import (
     as_object,
     closed_schema,
     error_from_vendor,
+    function_tools_of,
     id_normalizer,
     long_cache_honored,
     optional_field,
@@ -211,7 +212,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if context.tools:
         payload["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
-            for t in context.tools
+            for t in function_tools_of(context.tools)
         ]
         choice = _tool_choice(options, thinking=thinking)
         if choice is not None:

@@ -63,6 +63,7 @@ from stream_core.provider import (
     as_object,
     closed_schema,
     error_from_vendor,
+    function_tools_of,
     optional_field,
     output_spec,
     parse_json,
@@ -240,7 +241,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                         "inputSchema": {"json": t.parameters},
                     }
                 }
-                for t in context.tools
+                for t in function_tools_of(context.tools)
             ]
         }
         choice = _tool_choice(options, thinking=budget is not None)

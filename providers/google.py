@@ -57,6 +57,7 @@ from stream_core.provider import (
     as_object,
     copy_controls,
     error_from_vendor,
+    function_tools_of,
     optional_field,
     output_spec,
     parse_json,
@@ -177,7 +178,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                         "description": t.description,
                         "parameters": _tool_schema(i, t.name, t.parameters),
                     }
-                    for i, t in enumerate(context.tools)
+                    for i, t in enumerate(function_tools_of(context.tools))
                 ]
             }
         ]

@@ -67,6 +67,7 @@ from stream_core.provider import (
     WireRequest,
     as_object,
     error_from_vendor,
+    function_tools_of,
     optional_field,
     output_spec,
     parse_json,
@@ -193,7 +194,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                 "parameters": t.parameters,
                 "strict": False,
             }
-            for t in context.tools
+            for t in function_tools_of(context.tools)
         ]
         if options.tool_choice is not None:
             payload["tool_choice"] = _tool_choice(options.tool_choice)

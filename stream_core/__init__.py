@@ -18,11 +18,16 @@ from . import _layout
 # instructions. Type checkers take any name `TYPE_CHECKING` as true; deleted at the end.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._blocks import SERVER_TOOL_KINDS
     from ._capabilities import Capabilities
     from ._connections import configure_connections
     from ._errors import is_context_overflow
     from ._events import (
         AssistantStreamEvent,
+        BlockDelta,
+        BlockEnd,
+        BlockStart,
+        CitationAdded,
         Delta,
         MessageEnd,
         MessageStart,
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
         estimate_tokens,
         fits_context,
     )
+    from ._kinds import BLOCK_KINDS, BlockKind
     from ._limits.limiter import budget_spent, clear_limits, configure_limits
     from ._limits.stores import LimitSettlement, LimitStore
     from ._models import (
@@ -97,16 +103,24 @@ if TYPE_CHECKING:
     )
     from ._types import (
         KEEP_UNKNOWN_BLOCKS,
+        ApprovalRequest,
+        ApprovalResponse,
         AssistantMessage,
         Attempt,
+        Citation,
         Context,
         Cost,
         CustomMessage,
         ErrorKind,
+        FileContent,
         ImageContent,
         Message,
         ModelMessage,
         RateLimit,
+        ServerTool,
+        ServerToolCall,
+        ServerToolResult,
+        Source,
         StopReason,
         StreamError,
         TextContent,
@@ -117,6 +131,7 @@ if TYPE_CHECKING:
         UnknownContent,
         Usage,
         UserMessage,
+        VendorContent,
         register_message_role,
         total_usage,
     )
@@ -136,8 +151,14 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "_capabilities": ("Capabilities",),
     "_connections": ("configure_connections",),
     "_errors": ("is_context_overflow",),
+    "_blocks": ("SERVER_TOOL_KINDS",),
+    "_kinds": ("BLOCK_KINDS", "BlockKind"),
     "_events": (
         "AssistantStreamEvent",
+        "BlockDelta",
+        "BlockEnd",
+        "BlockStart",
+        "CitationAdded",
         "Delta",
         "MessageEnd",
         "MessageStart",
@@ -207,6 +228,15 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ),
     "_types": (
         "KEEP_UNKNOWN_BLOCKS",
+        "ApprovalRequest",
+        "ApprovalResponse",
+        "Citation",
+        "FileContent",
+        "ServerTool",
+        "ServerToolCall",
+        "ServerToolResult",
+        "Source",
+        "VendorContent",
         "AssistantMessage",
         "Attempt",
         "RateLimit",
@@ -234,15 +264,25 @@ _LAZY: dict[str, tuple[str, ...]] = {
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
+    "BLOCK_KINDS",
     "KEEP_UNKNOWN_BLOCKS",
+    "SERVER_TOOL_KINDS",
     "THINKING_BUDGETS",
+    "ApprovalRequest",
+    "ApprovalResponse",
     "AssistantMessage",
     "AssistantStream",
     "AssistantStreamEvent",
     "Attempt",
     "BashExecution",
+    "BlockDelta",
+    "BlockEnd",
+    "BlockKind",
+    "BlockStart",
     "BranchSummary",
     "Capabilities",
+    "Citation",
+    "CitationAdded",
     "CompactionSummary",
     "Context",
     "Cost",
@@ -250,6 +290,7 @@ __all__ = [
     "Delta",
     "Deployment",
     "ErrorKind",
+    "FileContent",
     "HistoryFormatError",
     "ImageContent",
     "LimitSettlement",
@@ -271,6 +312,10 @@ __all__ = [
     "Route",
     "RouteStrategy",
     "RouteStream",
+    "ServerTool",
+    "ServerToolCall",
+    "ServerToolResult",
+    "Source",
     "StopReason",
     "StreamError",
     "StreamFunction",
@@ -296,6 +341,7 @@ __all__ = [
     "UnknownContent",
     "Usage",
     "UserMessage",
+    "VendorContent",
     "__version__",
     "api_key_env",
     "audit_tool_pairs",

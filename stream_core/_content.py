@@ -4,28 +4,19 @@ types we don't know, kept as they are). Part of the data model (`_types` re-expo
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    RootModel,
-    Tag,
-    ValidationInfo,
-)
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 __all__ = [
     "KEEP_UNKNOWN_BLOCKS",
-    "AssistantContent",
+    "Citation",
+    "Source",
     "ImageContent",
     "TextContent",
     "ThinkingContent",
     "ToolCall",
     "UnknownContent",
-    "UserContent",
 ]
 
 
@@ -41,6 +32,54 @@ class _Model(BaseModel):
 # --- content blocks ---------------------------------------------------------------------
 
 
+def _not_none(value: Any) -> bool:
+    return value is None
+
+
+class Source(_Model):
+    """One thing a server tool found: a web page (`url`, `title`), or a file chunk
+    (`file_id`, `filename`, `score`), with a snippet in `text` when the vendor sent one."""
+
+    url: str | None = Field(default=None, exclude_if=_not_none)
+    title: str | None = Field(default=None, exclude_if=_not_none)
+    file_id: str | None = Field(default=None, exclude_if=_not_none)
+    filename: str | None = Field(default=None, exclude_if=_not_none)
+    text: str | None = Field(default=None, exclude_if=_not_none)
+    score: float | None = Field(default=None, exclude_if=_not_none)
+
+    def label(self) -> str:
+        """`title <url>` (or the file's name and id), for text."""
+        name = self.title or self.filename or ""
+        where = self.url or self.file_id or ""
+        return f"{name} <{where}>" if name and where else name or where
+
+
+class Citation(_Model):
+    """A source the text it is attached to (`TextContent.citations`) rests on: a web page
+    (`url`, `title`), a document of the request (`document_index`, `title`) or a file
+    (`file_id`, `filename`); the `cited_text` when the vendor quotes it; `start`/`end`, the
+    span of the block's text it supports (code points; both None: the whole block). `raw`
+    is the vendor's record verbatim (encrypted indices included), sent back to its API."""
+
+    url: str | None = Field(default=None, exclude_if=_not_none)
+    title: str | None = Field(default=None, exclude_if=_not_none)
+    file_id: str | None = Field(default=None, exclude_if=_not_none)
+    filename: str | None = Field(default=None, exclude_if=_not_none)
+    document_index: int | None = Field(default=None, exclude_if=_not_none)
+    cited_text: str | None = Field(default=None, exclude_if=_not_none)
+    start: int | None = Field(default=None, exclude_if=_not_none)
+    end: int | None = Field(default=None, exclude_if=_not_none)
+    raw: dict[str, Any] | None = Field(default=None, exclude_if=_not_none)
+
+    def label(self) -> str:
+        """`title <url>` (or the document or file it names), for text."""
+        name = self.title or self.filename or ""
+        where = self.url or self.file_id or ""
+        if not where and self.document_index is not None:
+            where = f"document {self.document_index}"
+        return f"{name} <{where}>" if name and where else name or where
+
+
 class TextContent(_Model):
     """A block of text: in a user message, a tool result, or the assistant's answer."""
 
@@ -48,6 +87,8 @@ class TextContent(_Model):
     text: str = ""
     text_signature: str | None = None
     """Vendor id or signature of the text part, sent back verbatim to the same model."""
+    citations: list[Citation] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The sources this text rests on, as the vendor cited them (None: it cited none)."""
 
 
 class ThinkingContent(_Model):
@@ -87,6 +128,15 @@ class ToolCall(_Model):
     truncated: bool = False
     """The call is not to be executed: the output limit cut it, or its arguments are not
     valid JSON. `fail_truncated_tool_calls` answers it with an error result."""
+    caller: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Who made the call when it is not the model itself (Anthropic programmatic calls:
+    the code execution that waits for its result), sent back with it."""
+    builtin: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The vendor's item type for a built-in call the caller runs (OpenAI Responses
+    `shell_call`, `local_shell_call`, `apply_patch_call`, `custom_tool_call`,
+    `tool_search_call`): its result goes back as that item's output type."""
+    raw: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The vendor's item verbatim, for a built-in call (sent back to the same API)."""
     partial_json: str = Field(default="", exclude=True, repr=False)
     """The raw argument text received so far, while the call streams (not persisted)."""
 
@@ -117,42 +167,3 @@ _KEEP = "stream_core.keep_unknown_blocks"
 KEEP_UNKNOWN_BLOCKS: dict[str, bool] = {_KEEP: True}
 """Validation context that keeps blocks of unknown types as `UnknownContent`
 (`AssistantMessage.model_validate(data, context=KEEP_UNKNOWN_BLOCKS)`)."""
-
-
-def _tagger(*known: str) -> Any:
-    def tag(value: Any) -> str | None:
-        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-        if not isinstance(kind, str):
-            return None  # no tag: pydantic names the missing discriminator
-        return kind if kind in known else "unknown"
-
-    return Discriminator(
-        tag,
-        custom_error_type="missing_block_type",
-        custom_error_message=f"a content block needs a string `type` ({', '.join(known)})",
-    )
-
-
-def _known_block(value: Any, info: ValidationInfo) -> Any:
-    if isinstance(value, UnknownContent) and not (info.context or {}).get(_KEEP):
-        raise ValueError(
-            f"unknown content type {value.type!r} (load_messages keeps such blocks as they are)"
-        )
-    return value
-
-
-AssistantContent = Annotated[
-    Annotated[TextContent, Tag("text")]
-    | Annotated[ThinkingContent, Tag("thinking")]
-    | Annotated[ToolCall, Tag("tool_call")]
-    | Annotated[UnknownContent, Tag("unknown")],
-    _tagger("text", "thinking", "tool_call"),
-    AfterValidator(_known_block),
-]
-UserContent = Annotated[
-    Annotated[TextContent, Tag("text")]
-    | Annotated[ImageContent, Tag("image")]
-    | Annotated[UnknownContent, Tag("unknown")],
-    _tagger("text", "image"),
-    AfterValidator(_known_block),
-]

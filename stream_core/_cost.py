@@ -481,7 +481,31 @@ def compute_cost(
         return None
     if cost is None or not math.isfinite(cost.total):
         return None
+    if usage.server_tools:
+        return _with_server_tools(model, usage.server_tools, cost)
     return cost
+
+
+SERVER_TOOL_PRICES: dict[str, dict[str, float]] = {
+    "anthropic": {"web_search": 0.01, "web_fetch": 0.0},
+    "openai": {"web_search": 0.01, "file_search": 0.0025},
+    "azure-openai-responses": {"web_search": 0.01, "file_search": 0.0025},
+    "google": {"web_search": 0.014},
+}
+"""USD per call of a vendor-run tool, by provider and kind, from the vendors' price pages
+(Anthropic web search $10 / 1,000 searches, web fetch free; OpenAI web search $10 / 1,000
+calls, file search $2.50 / 1,000; Gemini 3 grounding with Google Search $14 / 1,000
+queries). A count without a price here is reported in `Usage.server_tools`, not priced."""
+
+
+def _with_server_tools(model: Model, counts: dict[str, int], cost: Cost) -> Cost:
+    prices = SERVER_TOOL_PRICES.get(model.provider, {})
+    extra = math.fsum(n * prices[kind] for kind, n in counts.items() if kind in prices)
+    if not extra or not math.isfinite(extra):
+        return cost
+    return cost.model_copy(
+        update={"server_tools": cost.server_tools + extra, "total": cost.total + extra}
+    )
 
 
 def list_prices(model: Model) -> ModelPrices:

@@ -11,10 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._types import AssistantMessage
+from ._types import AssistantMessage, Citation
 
 __all__ = [
     "AssistantStreamEvent",
+    "BlockDelta",
+    "BlockEnd",
+    "BlockStart",
+    "CitationAdded",
     "Delta",
     "MessageEnd",
     "MessageStart",
@@ -159,6 +163,59 @@ class ToolCallEnd:
     __repr__ = _mark_repr
 
 
+@dataclass(slots=True, repr=False)
+class BlockStart:
+    """A block of another kind opened at `content_index`: `kind` is its `type`
+    (`server_tool_call`, `server_tool_result`, `file`, `approval_request`, `vendor`, ...),
+    so a UI can show "searching the web" while the vendor runs it."""
+
+    content_index: int
+    """Position of the block in `message.content`."""
+    kind: str
+    """The block's `type` (`BLOCK_KINDS`)."""
+    type: Literal["block_start"] = field(default="block_start", init=False)
+
+    def __repr__(self) -> str:
+        return f"<block_start content_index={self.content_index} kind={self.kind}>"
+
+
+@dataclass(slots=True, repr=False)
+class BlockDelta:
+    """A piece of such a block's streamed JSON input (a server tool call's arguments)."""
+
+    content_index: int
+    """Position of the block in `message.content`."""
+    delta: str
+    """A raw fragment of the input's JSON text (never empty)."""
+    type: Literal["block_delta"] = field(default="block_delta", init=False)
+
+    __repr__ = _delta_repr
+
+
+@dataclass(slots=True, repr=False)
+class BlockEnd:
+    """The block at `content_index` is complete (sent on error and abort too)."""
+
+    content_index: int
+    """Position of the block in `message.content`."""
+    type: Literal["block_end"] = field(default="block_end", init=False)
+
+    __repr__ = _mark_repr
+
+
+@dataclass(slots=True, repr=False)
+class CitationAdded:
+    """A citation attached to the text block at `content_index` (it is already in the
+    block's `citations`), as the vendor sent it: with its text, or once the text is done."""
+
+    content_index: int
+    """Position of the text block in `message.content`."""
+    citation: Citation
+    type: Literal["citation"] = field(default="citation", init=False)
+
+    __repr__ = _mark_repr
+
+
 Delta = (
     TextStart
     | TextDelta
@@ -169,6 +226,10 @@ Delta = (
     | ToolCallStart
     | ToolCallDelta
     | ToolCallEnd
+    | BlockStart
+    | BlockDelta
+    | BlockEnd
+    | CitationAdded
 )
 """The change one `MessageUpdate` carries, told apart by `type` (`text_start`,
 `toolcall_delta`, ...); every kind has `content_index`, the `*Delta` kinds also `delta`."""
@@ -225,8 +286,14 @@ def event_to_json(event: AssistantStreamEvent) -> dict[str, Any]:
     if isinstance(event, MessageUpdate):
         d = event.delta
         out: dict[str, Any] = {"type": d.type, "content_index": d.content_index}
-        if isinstance(d, (TextDelta, ThinkingDelta, ToolCallDelta)):
+        if isinstance(d, (TextDelta, ThinkingDelta, ToolCallDelta, BlockDelta)):
             out["delta"] = d.delta
+        elif isinstance(d, BlockStart):
+            out["kind"] = d.kind
+        elif isinstance(d, BlockEnd):
+            out["block"] = event.message.content[d.content_index].model_dump(mode="json")
+        elif isinstance(d, CitationAdded):
+            out["citation"] = d.citation.model_dump(mode="json")
         elif isinstance(d, ToolCallEnd):
             block = event.message.content[d.content_index]
             out["arguments"] = getattr(block, "arguments", {})

@@ -19,6 +19,7 @@ import anyio
 import anyio.lowlevel
 
 from ._tool_checks import schema_problems
+from ._server_tools import ServerTool, function_tools_of
 from ._types import (
     AssistantMessage,
     ImageContent,
@@ -401,13 +402,14 @@ def repair_tool_pairs(messages: Sequence[Message]) -> RepairedHistory:
     return RepairedHistory(messages=repaired, report=report)
 
 
-def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
+def function_tools(tools: Sequence[Tool | ServerTool] | None) -> list[dict[str, Any]]:
     """Tool definitions in the `{"type": "function", "function": {...}}` shape that OpenAI's
-    Chat Completions set and Mistral, Ollama and the compatible servers share."""
+    Chat Completions set and Mistral, Ollama and the compatible servers share (the function
+    tools of `tools`; server tools are each API's own table)."""
     return [
         {
             "type": "function",
             "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
         }
-        for t in tools
+        for t in function_tools_of(tools)
     ]

@@ -33,15 +33,23 @@ from pydantic_core import PydanticCustomError
 
 __all__ = [
     "KEEP_UNKNOWN_BLOCKS",
+    "ApprovalRequest",
+    "ApprovalResponse",
     "AssistantContent",
     "AssistantMessage",
+    "Citation",
     "Context",
     "Cost",
     "CustomMessage",
     "ErrorKind",
+    "FileContent",
     "ImageContent",
     "Message",
     "ModelMessage",
+    "ServerTool",
+    "ServerToolCall",
+    "ServerToolResult",
+    "Source",
     "StopReason",
     "StreamError",
     "TextContent",
@@ -52,24 +60,35 @@ __all__ = [
     "UnknownContent",
     "Usage",
     "UserMessage",
+    "VendorContent",
     "expand_messages",
     "register_message_role",
     "total_usage",
 ]
 
 
+from ._blocks import (
+    ApprovalRequest,
+    ApprovalResponse,
+    FileContent,
+    ServerToolCall,
+    ServerToolResult,
+    VendorContent,
+)
 from ._content import (
     KEEP_UNKNOWN_BLOCKS,
-    AssistantContent,
+    Citation,
     ImageContent,
+    Source,
     TextContent,
     ThinkingContent,
     ToolCall,
     UnknownContent,
-    UserContent,
     _Model,
     _now_ms,
 )
+from ._kinds import AssistantContent, UserContent
+from ._server_tools import ServerTool
 from ._usage import Cost, ErrorKind, StopReason, StreamError, Usage
 
 # --- messages ---------------------------------------------------------------------------
@@ -167,6 +186,9 @@ class AssistantMessage(_Model):
     limits: list[RateLimit] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The rate limits the vendor reported with this answer (remaining, limit, reset), for
     "resets in 42 s"; None when it reported none."""
+    container: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The vendor's code-execution container as it reported it (Anthropic: `id`,
+    `expires_at`, `skills`): the next request to the same API reuses it."""
     timestamp: int = Field(default_factory=_now_ms)
 
     def text(self) -> str:
@@ -176,6 +198,14 @@ class AssistantMessage(_Model):
     def tool_calls(self) -> list[ToolCall]:
         """The tool-call blocks, in order (truncated ones included: check `truncated`)."""
         return [b for b in self.content if isinstance(b, ToolCall)]
+
+    def citations(self) -> list[Citation]:
+        """Every citation of the text blocks, in order."""
+        return [c for b in self.content if isinstance(b, TextContent) for c in b.citations or ()]
+
+    def files(self) -> list[FileContent]:
+        """The files the model or its server tools made (generated images, ...)."""
+        return [b for b in self.content if isinstance(b, FileContent)]
 
 
 class ToolResultMessage(_Model):
@@ -526,6 +556,22 @@ class Tool(_Model):
         return cls(name=name or model.__name__, description=doc, parameters=schema)
 
 
+def _tool_tag(value: Any) -> str:
+    if isinstance(value, ServerTool):
+        return "server"
+    if isinstance(value, dict) and (
+        value.get("type") == "server_tool" or ("kind" in value and "name" not in value)
+    ):
+        return "server"
+    return "function"
+
+
+_AnyTool = Annotated[
+    Annotated[Tool, Tag("function")] | Annotated[ServerTool, Tag("server")],
+    Discriminator(_tool_tag),
+]
+
+
 class Context(BaseModel):
     """What a call sends: the system prompt, the history and the tools.
 
@@ -538,7 +584,8 @@ class Context(BaseModel):
 
     system_prompt: str | None = None
     messages: list[_Tagged] = Field(default_factory=list)
-    tools: list[Tool] | None = None
+    tools: list[_AnyTool] | None = None
+    """Function tools (the harness runs them) and server tools (the vendor runs them)."""
 
     if typing.TYPE_CHECKING:
         # Any sequence of messages: `list[ModelMessage]` (from `model_messages`) too.
@@ -547,5 +594,5 @@ class Context(BaseModel):
             *,
             system_prompt: str | None = None,
             messages: Sequence[Message] = ...,
-            tools: list[Tool] | None = None,
+            tools: Sequence[Tool | ServerTool] | None = None,
         ) -> None: ...

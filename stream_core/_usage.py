@@ -15,7 +15,7 @@ __all__ = ["Cost", "ErrorKind", "StopReason", "StreamError", "Usage"]
 # --- usage and errors -------------------------------------------------------------------
 
 
-_COST_FIELDS = ("input", "output", "cache_read", "cache_write", "total")
+_COST_FIELDS = ("input", "output", "cache_read", "cache_write", "server_tools", "total")
 _USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning", "total_tokens")
 
 
@@ -28,6 +28,8 @@ class Cost(_Model):
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+    server_tools: float = Field(default=0.0, exclude_if=lambda v: v == 0)
+    """Vendor-run tool calls priced per call (web searches, ...): part of `total`."""
     total: float = 0.0
 
     def __add__(self, other: object) -> Cost:
@@ -70,6 +72,10 @@ class Usage(_Model):
     could produce (output past its `max_tokens`, input past the model's context window):
     the counts above are then clamped to those bounds, and so is the cost a budget is
     charged. None when the vendor's usage was within them."""
+    server_tools: dict[str, int] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Calls of vendor-run tools the vendor counted, by portable kind where there is one
+    (`web_search`, `web_fetch`, `code_execution`, ...), else by the vendor's own name; priced
+    per call where the vendor publishes a price. None when the vendor reported none."""
 
     @model_validator(mode="after")
     def _fill_total(self) -> Usage:
@@ -86,7 +92,12 @@ class Usage(_Model):
         if self.cost is not None and other.cost is not None:
             cost = self.cost + other.cost
         counts = {f: getattr(self, f) + getattr(other, f) for f in _USAGE_FIELDS}
-        return Usage(**counts, cost=cost)
+        tools = None
+        if self.server_tools or other.server_tools:
+            tools = dict(self.server_tools or {})
+            for name, n in (other.server_tools or {}).items():
+                tools[name] = tools.get(name, 0) + n
+        return Usage(**counts, cost=cost, server_tools=tools)
 
     def __radd__(self, other: object) -> Usage:
         # `sum()` starts from 0.

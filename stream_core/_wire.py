@@ -26,6 +26,7 @@ from ._options import StreamOptions
 from ._output import OutputMode, OutputSpec, make_output_spec
 from ._pipeline.assembler import Assembler, StopRule
 from ._pipeline.checks import check_call
+from ._server_tools import ServerTool, function_tools_of, server_tools_of
 from ._types import (
     Context,
     Tool,
@@ -125,6 +126,13 @@ class WireAPI:
     """The types each `extra` key takes (exactly: `True` is not an `int`); a value of any
     other type raises at `stream()` naming the key (`{"store": "false"}` must not send
     `store: true`). A key missing here takes any value."""
+    server_tools: Mapping[str, Callable[[ServerTool], dict[str, Any]]] = field(default_factory=dict)
+    """The server-tool kinds it takes (`ServerTool.kind`) -> the vendor tool object each
+    becomes (its codec's table). A kind missing here raises at `stream()`, naming the API;
+    a `native` ServerTool is sent as it is to its own API only."""
+    file_types: frozenset[str] = frozenset()
+    """The media types a `FileContent` in a request may have (`application/pdf`, ...); any
+    other raises at `stream()`, naming the API and the block."""
     takes_tools: bool = True
     """Whether the API takes tools; False makes `context.tools` raise at `stream()` (a
     history with tool calls is still sent, as the API can). The contract kit then checks
@@ -194,7 +202,7 @@ def _force_output_tool(
             "no native structured output (set Model.structured_output='native' if it has)"
         )
     tools = list(context.tools or ())
-    if any(t.name == output.name for t in tools):
+    if any(t.name == output.name for t in function_tools_of(tools)):
         raise ValueError(
             f"StreamOptions.output_schema: its name {output.name!r} is also a tool's name "
             "(give the schema another `title`)"
@@ -206,8 +214,8 @@ def _force_output_tool(
             f"output_schema on a model without native structured output ({wire.api})"
         )
     if choice == "none":
-        tools = []
-    forced: Any = "required" if tools else {"tool": output.name}
+        tools = list(server_tools_of(tools))
+    forced: Any = "required" if function_tools_of(tools) else {"tool": output.name}
     tool: Tool = output.tool()
     context = context.model_copy(update={"tools": [*tools, tool]})
     return context, dataclasses.replace(options, output_schema=None, tool_choice=forced)

@@ -22,6 +22,10 @@ shows a plugin needs nothing private. The pieces, by job:
   `OVERFLOW_PATTERNS`;
 - sending history: `prepare_messages`, `id_normalizer`, `is_same_model`,
   `sanitize_surrogates`, `function_tools`, `IMAGE_OMITTED_TEXT`, `TOOL_ERROR_PREFIX`;
+- the kinds of content (`kind_of`: a block's row of `stream_core.BLOCK_KINDS`) and what a request sends of them:
+  `function_tools_of` / `server_tools_of` (the two halves of `Context.tools`; an API's
+  server-tool kinds are its `WireAPI.server_tools` table), `cited_text` (a cited text
+  block as plain text for a vendor that cannot take citations);
 - tool arguments: `parse_arguments`, `parse_partial_json`, `ArgumentsError`;
 - cost: `CostContext`, `compute_cost`, `long_cache_honored`;
 - per-model rules (`stream_core._rules`, applied at `stream()`): `thinking_mode` (a token
@@ -53,6 +57,8 @@ list against the providers):
 - `error_from_status`: an HTTP status carried inside a stream, as an error kind.
 - `get_provider`, `register_provider`, `unregister_providers`: registration, which
   plugins and their tests do at run time (the built-ins register through the catalog).
+- `kind_of`, `server_tools_of`, `cited_text`: a block's kind, the server tools of a
+  context and cited text written out, for a plugin whose vendor takes them.
 - `is_same_model`, `sanitize_surrogates`: history preparation for a provider converting
   messages its own way.
 """
@@ -81,16 +87,19 @@ from ._errors import (
 )
 from ._history.handoff import (
     IMAGE_OMITTED_TEXT,
+    cited_text,
     id_normalizer,
     is_same_model,
     prepare_messages,
     sanitize_surrogates,
 )
+from ._kinds import kind_of
 from ._options import CONTROLS, copy_controls, refuse_forced_tool
 from ._output import OutputSpec, closed_schema
 from ._pipeline.assembler import Assembler, StopRule
 from ._registry import get_provider, register_provider, unregister_providers
 from ._rules import ADAPTIVE_EFFORTS, BEDROCK_IMAGE_FORMATS, thinking_level, thinking_mode
+from ._server_tools import function_tools_of, server_tools_of
 from ._tools import TOOL_ERROR_PREFIX, function_tools
 from ._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
 
@@ -128,6 +137,10 @@ __all__ = [
     "error_from_status",
     "error_from_vendor",
     "function_tools",
+    "function_tools_of",
+    "server_tools_of",
+    "cited_text",
+    "kind_of",
     "get_provider",
     "id_normalizer",
     "is_same_model",

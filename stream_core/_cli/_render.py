@@ -15,6 +15,9 @@ from typing import TextIO
 
 from .._events import (
     AssistantStreamEvent,
+    BlockEnd,
+    BlockStart,
+    CitationAdded,
     Delta,
     MessageStart,
     MessageUpdate,
@@ -141,6 +144,17 @@ class Renderer:
                 self._tool_fragment(i, block, d.delta)
             elif isinstance(d, ToolCallEnd):
                 self._tool_end(i, block)
+        elif isinstance(d, BlockStart):
+            self._section("block", i)
+            what = getattr(block, "name", "") or getattr(block, "kind", "") or ""
+            self._line(f"{d.kind.replace('_', ' ')} {what} (#{i})", _CYAN)
+        elif isinstance(d, BlockEnd):
+            self._end_line()
+            for line in _block_text(block).split("\n")[1:6]:
+                self._line("  " + line[:200], _DIM)
+        elif isinstance(d, CitationAdded):
+            self._end_line()
+            self._line(f"  [cites {d.citation.label()}]", _DIM)
 
     def _tool_fragment(self, i: int, call: ToolCall, fragment: str) -> None:
         if not fragment:
@@ -253,13 +267,20 @@ class Renderer:
         self.out.write("\n")
 
 
-def _describe(block: TextContent | ThinkingContent | ToolCall | UnknownContent) -> str:
+def _block_text(block: object) -> str:
+    as_text = getattr(block, "as_text", None)
+    return str(as_text()) if callable(as_text) else ""
+
+
+def _describe(block: object) -> str:
     if isinstance(block, TextContent):
         return f"text ({len(block.text)} chars)"
     if isinstance(block, ThinkingContent):
         return f"thinking ({len(block.thinking)} chars)"
     if isinstance(block, UnknownContent):
         return f"{block.type} block"
+    if not isinstance(block, ToolCall):
+        return f"{getattr(block, 'type', 'other')} block"
     return f"tool call {block.name or '?'}" + (" (truncated)" if block.truncated else "")
 
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from .._tools import repair_tool_pairs
 from .._types import (
+    ApprovalResponse,
+    AssistantContent,
     AssistantMessage,
     Context,
     CustomMessage,
@@ -21,11 +24,15 @@ from .._types import (
     ToolCall,
     ToolResultMessage,
     UnknownContent,
+    UserMessage,
+    VendorContent,
     expand_messages,
 )
 
 __all__ = [
+    "APPROVAL_APIS",
     "IMAGE_OMITTED_TEXT",
+    "cited_text",
     "id_normalizer",
     "is_same_model",
     "prepare_messages",
@@ -157,9 +164,9 @@ def prepare_messages(
                 continue
             if sent != message.tool_call_id:
                 message = message.model_copy(update={"tool_call_id": sent})
-            out.append(message)
+            out.append(_prepare_user(message, api))
         else:
-            out.append(message)
+            out.append(_prepare_user(message, api) if isinstance(message, UserMessage) else message)
     # The repair adds built-in messages only.
     return [m for m in repair_tool_pairs(out).messages if not isinstance(m, CustomMessage)]
 
@@ -168,7 +175,8 @@ def _prepare_assistant(
     message: AssistantMessage, turn: int, ids: _IdMap, api: str, provider: str, model_id: str
 ) -> AssistantMessage:
     same = is_same_model(message, api=api, provider=provider, model_id=model_id)
-    content: list[TextContent | ThinkingContent | ToolCall] = []
+    same_api = message.api == api and message.provider == provider
+    content: list[AssistantContent] = []
     changed = False
     for block in message.content:
         if isinstance(block, ThinkingContent):
@@ -182,24 +190,76 @@ def _prepare_assistant(
                 # Redacted reasoning is an opaque payload only its author can read.
                 changed = True
         elif isinstance(block, TextContent):
-            if same:
+            if same or (same_api and block.citations):
                 content.append(block)
             else:
-                content.append(TextContent(text=block.text))
+                content.append(TextContent(text=cited_text(block)))
                 changed = True
         elif isinstance(block, UnknownContent):
             changed = True  # kept in the history, never sent: no vendor form is known
-        else:
+        elif isinstance(block, ToolCall):
             update: dict[str, object] = {}
             new_id = ids.for_call(block.id, turn, len(content))
             if new_id != block.id:
                 update["id"] = new_id
             if not same and block.thought_signature is not None:
                 update["thought_signature"] = None
+            if not same_api and (block.caller or block.builtin or block.raw):
+                # Another vendor has no such item: a plain call of the same name.
+                update.update(caller=None, builtin=None, raw=None)
             if update:
                 block = block.model_copy(update=update)
                 changed = True
             content.append(block)
+        elif same_api:
+            content.append(block)  # the vendor's own record goes back as it came
+        else:
+            # A server call, result, approval request, generated file or vendor block:
+            # text another vendor can read, keeping the sources.
+            text = block.as_text()
+            if text:
+                content.append(TextContent(text=text))
+            changed = True
     if not changed:
         return message
     return message.model_copy(update={"content": content})
+
+
+def cited_text(block: TextContent) -> str:
+    """A text block's text with its citations written out after it (URL, title, cited
+    text), for a model that cannot take the vendor's citation records."""
+    if not block.citations:
+        return block.text
+    lines = []
+    for c in block.citations:
+        line = c.label()
+        if c.cited_text:
+            quoted = c.cited_text if len(c.cited_text) <= 300 else c.cited_text[:300] + "..."
+            line = f'{line}: "{quoted}"' if line else f'"{quoted}"'
+        if line and line not in lines:
+            lines.append(line)
+    if not lines:
+        return block.text
+    return block.text + " [sources: " + "; ".join(lines) + "]"
+
+
+def _prepare_user(message: UserMessage | ToolResultMessage, api: str) -> ModelMessage:
+    """Vendor blocks of another API, and approval answers no vendor here asked for,
+    become text."""
+    if isinstance(message.content, str):
+        return message
+    if not any(isinstance(b, (VendorContent, ApprovalResponse)) for b in message.content):
+        return message
+    content: list[Any] = []
+    for b in message.content:
+        if isinstance(b, VendorContent) and b.api != api:
+            content.append(TextContent(text=b.as_text()))
+        elif isinstance(b, ApprovalResponse) and api not in APPROVAL_APIS:
+            content.append(TextContent(text=b.as_text()))
+        else:
+            content.append(b)
+    return message.model_copy(update={"content": content})
+
+
+APPROVAL_APIS = frozenset({"openai-responses"})
+"""The APIs that take an `ApprovalResponse` as the vendor's own item."""

@@ -17,6 +17,7 @@ from .._types import (
     CustomMessage,
     ImageContent,
     Message,
+    ServerTool,
     TextContent,
     ThinkingContent,
     Tool,
@@ -121,7 +122,9 @@ def estimate_message_tokens(message: Message | Mapping[str, Any]) -> int:
     return MESSAGE_OVERHEAD_TOKENS + body
 
 
-def _tool_tokens(tool: Tool) -> int:
+def _tool_tokens(tool: Tool | ServerTool) -> int:
+    if isinstance(tool, ServerTool):
+        return estimate_tokens(_json_text(tool.model_dump(mode="json")))
     return (
         estimate_tokens(tool.name)
         + estimate_tokens(tool.description)

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Hashable, KeysView, Mapping
 from typing import Any, Literal
 
+from .._blocks import ServerToolCall
 from .._cost import CostContext, compute_cost
 from .._decoding.json_values import (
     ArgumentsError,
@@ -29,9 +30,11 @@ from .._decoding.json_values import (
     parse_arguments,
     parse_partial_json,
 )
-from .._errors import RETRYABLE_KINDS, ProtocolError, first_time, quote, redact
+from .._errors import RETRYABLE_KINDS, first_time, quote, redact
 from .._events import (
     AssistantStreamEvent,
+    BlockEnd,
+    BlockStart,
     MessageUpdate,
     TextDelta,
     TextEnd,
@@ -53,6 +56,17 @@ from .._types import (
     TextContent,
     ThinkingContent,
     ToolCall,
+)
+from .blocks import (
+    _BLOCK,
+    _TEXT,
+    _THINKING,
+    _TOOL,
+    BlockMethods,
+    _count,
+    _declared_order,
+    _finish_input,
+    _need_str,
 )
 
 __all__ = ["Assembler", "StopRule", "compute_cost"]
@@ -84,7 +98,6 @@ def check_stop_rules(table: Mapping[str, str], where: str) -> None:
         )
 
 
-_TEXT, _THINKING, _TOOL = 0, 1, 2
 _new = object.__new__
 _warned_unknown: set[tuple[str, ...]] = set()
 """(api, stop reason) pairs warned about: bounded in count and size (`first_time`)."""
@@ -93,7 +106,7 @@ _warned_unknown: set[tuple[str, ...]] = set()
 class _Open:
     __slots__ = ("block", "generated", "index", "kind")
 
-    def __init__(self, kind: int, index: int, block: TextContent | ThinkingContent | ToolCall):
+    def __init__(self, kind: int, index: int, block: Any):
         self.kind = kind
         self.index = index
         self.block = block
@@ -101,14 +114,7 @@ class _Open:
         """The tool call's id is ours (the vendor sent none, an empty one or a repeat)."""
 
 
-def _need_str(value: object, what: str) -> None:
-    # The translators read fields through `stream_core._decoding.fields`; this is the net under
-    # them, so no vendor value of the wrong type ever reaches a block.
-    if type(value) is not str:
-        raise ProtocolError(f"{what} is {type(value).__name__}, not a string")
-
-
-class Assembler:
+class Assembler(BlockMethods):
     """Builds one message; events go to `out`, which the stream drains."""
 
     def __init__(
@@ -159,20 +165,22 @@ class Assembler:
     def is_open(self, key: Hashable) -> bool:
         return key in self._open
 
-    def block(self, key: Hashable) -> TextContent | ThinkingContent | ToolCall | None:
+    def block(self, key: Hashable) -> Any:
+        """The open block under `key` (None: none is open)."""
         o = self._open.get(key)
         return o.block if o is not None else None
 
-    def _start(
-        self, key: Hashable, kind: int, block: TextContent | ThinkingContent | ToolCall
-    ) -> _Open:
+    def _start(self, key: Hashable, kind: int, block: Any) -> _Open:
         if key in self._open:
             self.end(key)
         content = self.message.content
         o = _Open(kind, len(content), block)
         content.append(block)
         self._open[key] = o
-        delta = (TextStart, ThinkingStart, ToolCallStart)[kind](o.index)
+        if kind == _BLOCK:
+            delta: Any = BlockStart(o.index, block.type)
+        else:
+            delta = (TextStart, ThinkingStart, ToolCallStart)[kind](o.index)
         self.out.append(MessageUpdate(self.message, delta))
         if not self.updated:
             self.first_update = time.perf_counter()
@@ -329,8 +337,8 @@ class Assembler:
         elif name:
             _need_str(name, "a tool call name")
             call = o.block
-            if call.name != name:  # type: ignore[union-attr]
-                call.name = name  # type: ignore[union-attr]
+            if call.name != name:
+                call.name = name
         if not fragment:
             return
         if fragment.__class__ is not str:
@@ -346,6 +354,11 @@ class Assembler:
         o = self._open.pop(key, None)
         if o is None:
             return
+        if o.kind == _BLOCK:
+            if isinstance(o.block, ServerToolCall) and o.block.partial_json:
+                _finish_input(o.block)
+            self.out.append(MessageUpdate(self.message, BlockEnd(o.index)))
+            return
         if o.kind == _TEXT:
             _declared_order(o.block)
             delta: TextEnd | ThinkingEnd | ToolCallEnd = TextEnd(o.index)
@@ -353,7 +366,7 @@ class Assembler:
             _declared_order(o.block)
             delta = ThinkingEnd(o.index)
         else:
-            _finish_arguments(o.block)  # type: ignore[arg-type]
+            _finish_arguments(o.block)
             delta = ToolCallEnd(o.index)
         self.out.append(MessageUpdate(self.message, delta))
 
@@ -451,7 +464,7 @@ class Assembler:
             for o in self._open.values():
                 if o.kind == _TOOL:
                     # A call still open when the stream failed never completed.
-                    o.block.truncated = True  # type: ignore[union-attr]
+                    o.block.truncated = True
         self.end_all()
         if error is not None:
             msg.stop_reason = "aborted" if error.kind == "aborted" else "error"
@@ -524,29 +537,6 @@ def _settle_stop_reason(
         if detail:
             text += f" ({detail})"
         msg.error = StreamError(kind=rule, message=text, retryable=rule in RETRYABLE_KINDS)
-
-
-_MAX_COUNT = 10**1000
-"""Larger token counts are not believed: sums of them must still print and round-trip
-(Python and pydantic refuse integers of more than 4300 digits)."""
-
-
-def _count(value: object, what: str) -> int:
-    if value.__class__ is not int:
-        raise ProtocolError(f"{what} is {type(value).__name__}, not an integer")
-    if value >= _MAX_COUNT:
-        raise ProtocolError(f"{what} is out of range")
-    return value if value >= 0 else 0
-
-
-def _declared_order(block: TextContent | ThinkingContent | ToolCall) -> None:
-    """Appending in place moves the growing field last in `__dict__`, and pydantic dumps in
-    `__dict__` order: put the fields back in declared order, once per block, so a streamed
-    message is written exactly as the same message is after a reload."""
-    d = block.__dict__
-    for name in type(block).model_fields:
-        if name in d:
-            d[name] = d.pop(name)
 
 
 def _finish_arguments(call: ToolCall) -> None:

@@ -20,12 +20,14 @@ from .._history import roles  # noqa: F401 - registers the ready-made roles befo
 from .._models import Model, model_headers_problem
 from .._options import CONTROLS, StreamOptions
 from .._rules import check_rules, image_note
+from .._server_tools import ServerTool, function_tools_of
 from .._types import (
     KEEP_UNKNOWN_BLOCKS,
     MODEL_MESSAGE_ADAPTER,
     AssistantMessage,
     Context,
     CustomMessage,
+    FileContent,
     ImageContent,
     Message,
     ModelMessage,
@@ -90,6 +92,9 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
         raise ValueError(f"{_where(first['loc'])}: {first['msg']}") from None
     seen: dict[str, int] = {}
     for i, tool in enumerate(checked.tools or ()):
+        if isinstance(tool, ServerTool):
+            _check_server_tool(wire, tool, i)
+            continue
         problem = tool_name_problem(tool.name)
         if problem is not None:
             raise ValueError(f"context.tools[{i}].name: {problem}")
@@ -118,7 +123,9 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
     for i, m in enumerate(checked.messages):
         if isinstance(m, (UserMessage, ToolResultMessage)) and not isinstance(m.content, str):
             for j, part in enumerate(m.content):
-                if isinstance(part, ImageContent):
+                if isinstance(part, FileContent):
+                    _check_file(wire, part, f"context.messages[{i}].content[{j}]")
+                elif isinstance(part, ImageContent):
                     bad = image_problem(part.data, part.mime_type)
                     if bad is not None:
                         raise ValueError(f"context.messages[{i}].content[{j}].{bad[0]}: {bad[1]}")
@@ -133,6 +140,8 @@ def _where(loc: tuple[int | str, ...]) -> str:
     parts = [str(p) for p in loc]
     # The tag a record of a registered role is validated under says nothing to the caller.
     if len(parts) > 2 and parts[0] == "messages" and parts[2] == "custom":
+        del parts[2]
+    if len(parts) > 2 and parts[0] == "tools" and parts[2] in ("function", "server"):
         del parts[2]
     return "context." + ".".join(parts)
 
@@ -197,9 +206,45 @@ def _check_controls(wire: WireAPI, options: StreamOptions) -> None:
             )
 
 
+def _check_server_tool(wire: WireAPI, tool: ServerTool, i: int) -> None:
+    where = f"context.tools[{i}]"
+    if tool.kind == "native":
+        if tool.api != wire.api:
+            raise ValueError(
+                f"{where}: a native ServerTool for {tool.api} cannot go to {wire.api} "
+                "(give it as a portable kind, or leave it out for this API)"
+            )
+        check_json(tool.tool, f"{where}.tool")
+        return
+    if tool.kind not in wire.server_tools:
+        takes = ", ".join(wire.server_tools) or "none"
+        raise ValueError(
+            f"{where}.kind: {wire.api} runs no {tool.kind!r} server tool (kinds it runs: "
+            f"{takes}; any other as ServerTool.native(api, tool))"
+        )
+    check_json(tool.options, f"{where}.options")
+
+
+def _check_file(wire: WireAPI, part: FileContent, where: str) -> None:
+    """A file goes only where the API documents files of its type; one without a media
+    type only as a reference the vendor reads itself (`file_id`, `url`)."""
+    if part.mime_type is None:
+        if part.data is not None:
+            raise ValueError(f"{where}.mime_type: a file sent as data needs its media type")
+        if wire.file_types:
+            return
+    if part.mime_type in wire.file_types:
+        return
+    takes = ", ".join(sorted(wire.file_types)) or "no files"
+    raise ValueError(
+        f"{where}: {wire.api} cannot take a FileContent of type {part.mime_type!r} "
+        f"(it takes: {takes})"
+    )
+
+
 def _check_tool_choice(options: StreamOptions, context: Context) -> None:
     choice = options.tool_choice
-    names = [t.name for t in context.tools or ()]
+    names = [t.name for t in function_tools_of(context.tools)]
     if isinstance(choice, dict):
         if choice["tool"] not in names:
             raise ValueError(

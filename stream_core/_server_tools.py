@@ -1,0 +1,82 @@
+"""`ServerTool`: a tool the vendor runs itself (web search, code execution, ...), asked
+for in `Context.tools` beside function tools, by portable kind or in the vendor's exact
+form. Each API's codec says which kinds it takes (`WireAPI.server_tools`); any other
+raises at `stream()`, naming the API and the kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, model_validator
+
+from ._blocks import SERVER_TOOL_KINDS
+from ._content import _Model, _not_none
+
+if TYPE_CHECKING:
+    from ._types import Tool
+
+__all__ = ["ServerTool", "function_tools_of", "server_tools_of"]
+
+
+class UserLocation(_Model):
+    """Where the user is, for a web search to rank local results (all optional)."""
+
+    country: str | None = Field(default=None, exclude_if=_not_none)
+    """Two-letter ISO country code."""
+    region: str | None = Field(default=None, exclude_if=_not_none)
+    city: str | None = Field(default=None, exclude_if=_not_none)
+    timezone: str | None = Field(default=None, exclude_if=_not_none)
+    """IANA time zone (`America/Los_Angeles`)."""
+
+
+class ServerTool(_Model):
+    """A vendor-run tool for the model to use: `kind` is one of `SERVER_TOOL_KINDS`
+    (`web_search`, `web_fetch`, `code_execution`, `file_search`, `image_generation`, ...)
+    with the common options below, or `native`: `tool` is then the vendor's own tool
+    object, sent as it is to `api` only (MCP connectors, tool search, hosted shell, any
+    tool this version has no kind for).
+
+    `options` adds vendor fields to the tool object a kind becomes (`vector_store_ids`
+    for OpenAI file search, `container` for code execution, ...)."""
+
+    type: Literal["server_tool"] = "server_tool"
+    kind: str
+    max_uses: int | None = Field(default=None, ge=1, exclude_if=_not_none)
+    allowed_domains: list[str] | None = Field(default=None, exclude_if=_not_none)
+    blocked_domains: list[str] | None = Field(default=None, exclude_if=_not_none)
+    user_location: UserLocation | None = Field(default=None, exclude_if=_not_none)
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Vendor fields merged into the tool object the kind becomes."""
+    api: str | None = Field(default=None, exclude_if=_not_none)
+    """For `native`: the API the vendor object is for."""
+    tool: dict[str, Any] | None = Field(default=None, exclude_if=_not_none)
+    """For `native`: the vendor's tool object, sent verbatim."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ServerTool:
+        if self.kind == "native":
+            if self.tool is None or not self.api:
+                raise ValueError("a native ServerTool needs `api` and `tool` (the vendor object)")
+        elif self.kind not in SERVER_TOOL_KINDS:
+            raise ValueError(
+                f"kind {self.kind!r} is no server tool kind ({', '.join(SERVER_TOOL_KINDS)}, "
+                "or 'native' with the vendor's own tool object)"
+            )
+        return self
+
+    @classmethod
+    def native(cls, api: str, tool: dict[str, Any]) -> ServerTool:
+        """The vendor's own tool object, for `api` only."""
+        return cls(kind="native", api=api, tool=tool)
+
+
+def function_tools_of(tools: Iterable[Tool | ServerTool] | None) -> list[Tool]:
+    """The function tools (the harness runs them) of `Context.tools`, in order."""
+    return [t for t in tools or () if not isinstance(t, ServerTool)]
+
+
+def server_tools_of(tools: Iterable[Tool | ServerTool] | None) -> list[ServerTool]:
+    """The server tools (the vendor runs them) of `Context.tools`, in order."""
+    return [t for t in tools or () if isinstance(t, ServerTool)]
