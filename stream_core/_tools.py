@@ -18,8 +18,8 @@ from typing import Any, TypeAlias
 import anyio
 import anyio.lowlevel
 
-from ._tool_checks import schema_problems
 from ._server_tools import ServerTool, function_tools_of
+from ._tool_checks import schema_problems
 from ._types import (
     AssistantMessage,
     ImageContent,

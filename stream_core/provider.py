@@ -22,7 +22,8 @@ shows a plugin needs nothing private. The pieces, by job:
   `OVERFLOW_PATTERNS`;
 - sending history: `prepare_messages`, `id_normalizer`, `is_same_model`,
   `sanitize_surrogates`, `function_tools`, `IMAGE_OMITTED_TEXT`, `TOOL_ERROR_PREFIX`;
-- the kinds of content (`kind_of`: a block's row of `stream_core.BLOCK_KINDS`) and what a request sends of them:
+- the kinds of content (`kind_of`: a block's row of `stream_core.BLOCK_KINDS`) and what
+  a request sends of them:
   `function_tools_of` / `server_tools_of` (the two halves of `Context.tools`; an API's
   server-tool kinds are its `WireAPI.server_tools` table), `cited_text` (a cited text
   block as plain text for a vendor that cannot take citations);
