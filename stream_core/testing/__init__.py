@@ -1,6 +1,8 @@
 """Testing code that uses stream-core, and providers written for it, without the network.
 
-- `faux_model(turns)`: a scripted model (api `faux`) answering through the real pipeline.
+- `faux_model(turns)`: a scripted model (api `faux`) answering through the real pipeline;
+  `faux_web_search`, `faux_server_tool` and `faux_content` script what a vendor runs and
+  makes itself (server tool calls and results, citations, files).
 - `replay_client(recording)` / `replay_sequence(recordings)`: an `httpx.AsyncClient`
   serving recorded vendor bodies, for `StreamOptions(client=...)`.
 - `vendor_bytes(turn, api)`: a scripted turn as the bytes `api` would stream, with the
@@ -29,6 +31,7 @@ from ._faux import (
     faux_text,
     faux_tool_call,
 )
+from ._faux_tools import faux_content, faux_server_message, faux_server_tool, faux_web_search
 from ._replay import ReplayClient, load_recording, replay_client, replay_sequence
 from ._serve import ANY_MODEL, FakeVendor, ServedRequest, fake_vendor, load_scenario
 from ._synthesize import Synthesized, vendor_bytes
@@ -42,13 +45,17 @@ __all__ = [
     "ServedRequest",
     "Synthesized",
     "fake_vendor",
+    "faux_content",
     "faux_cut",
     "faux_error",
     "faux_message",
     "faux_model",
+    "faux_server_message",
+    "faux_server_tool",
     "faux_stall",
     "faux_text",
     "faux_tool_call",
+    "faux_web_search",
     "load_recording",
     "load_scenario",
     "replay_client",

@@ -17,11 +17,12 @@ from typing import Any
 
 import anyio
 import httpx
-from pydantic import PrivateAttr
+from pydantic import PrivateAttr, ValidationError
 
 from .._decoding.fields import as_object, optional_field
 from .._decoding.sse import NDJSONBytesDecoder
-from .._errors import RETRYABLE_KINDS, RETRYABLE_STATUSES, StreamFailure
+from .._errors import RETRYABLE_KINDS, RETRYABLE_STATUSES, ProtocolError, StreamFailure
+from .._kinds import BLOCK_KINDS, kind_of
 from .._models import Model, ModelPrices
 from .._options import StreamOptions, copy_controls
 from .._pipeline.assembler import Assembler, StopRule
@@ -29,6 +30,7 @@ from .._pipeline.stream import AssistantStream
 from .._registry import get_provider, register_provider
 from .._types import (
     AssistantMessage,
+    Citation,
     Context,
     ErrorKind,
     StreamError,
@@ -148,21 +150,13 @@ def faux_cut(turn: FauxTurn | AssistantMessage | str, *, after: int) -> FauxTurn
 
 
 def faux_message(message: AssistantMessage) -> FauxTurn:
-    """A turn answering exactly `message`: its blocks, stop reason and usage."""
+    """A turn answering exactly `message`: its blocks (text with its citations, thinking,
+    tool calls, and every block of a `block_*` kind: server tool calls and results, files,
+    approval requests, vendor blocks), stop reason, usage (server-tool counts included)
+    and container. An `UnknownContent` block cannot be scripted: `ValueError`."""
     frames: list[dict[str, Any]] = []
     for i, block in enumerate(message.content):
-        if isinstance(block, TextContent):
-            frames.append({"b": i, "text": block.text})
-        elif isinstance(block, ThinkingContent):
-            frame: dict[str, Any] = {"b": i, "thinking": block.thinking}
-            if block.signature:
-                frame["signature"] = block.signature
-            frames.append(frame)
-        elif isinstance(block, ToolCall):
-            args = block.partial_json if block.truncated else json.dumps(block.arguments)
-            frames.append({"b": i, "tool": {"id": block.id, "name": block.name}, "args": args})
-        else:
-            continue
+        frames.extend(_block_frames(i, block))
         frames.append({"end": i})
     if message.stop_reason in ("error", "aborted") and message.error is not None:
         frames.append({"error": {"kind": message.error.kind, "message": message.error.message}})
@@ -171,8 +165,50 @@ def faux_message(message: AssistantMessage) -> FauxTurn:
     if stop == "stop" and any(isinstance(b, ToolCall) for b in message.content):
         stop = "tool_use"
     usage = {k: getattr(message.usage, k) for k in _USAGE_FIELDS}
-    frames.append({"done": {"stop": stop, "usage": usage}})
+    done: dict[str, Any] = {"stop": stop, "usage": usage}
+    if message.usage.server_tools:
+        done["server_tools"] = dict(message.usage.server_tools)
+    if message.container:
+        done["container"] = message.container
+    frames.append({"done": done})
     return FauxTurn(frames=tuple(frames))
+
+
+def _block_frames(i: int, block: Any) -> list[dict[str, Any]]:
+    """The frames of content block `i` (before its `end`)."""
+    frame: dict[str, Any]
+    if isinstance(block, TextContent):
+        frame = {"b": i, "text": block.text}
+        if block.text_signature is not None:
+            frame["text_signature"] = block.text_signature
+        cites = [{"b": i, "cite": c.model_dump(mode="json")} for c in block.citations or ()]
+        return [frame, *cites]
+    if isinstance(block, ThinkingContent):
+        frame = {"b": i, "thinking": block.thinking}
+        if block.signature:
+            frame["signature"] = block.signature
+        if block.redacted:
+            frame["redacted"] = True
+        return [frame]
+    if isinstance(block, ToolCall):
+        args = block.partial_json if block.truncated else json.dumps(block.arguments)
+        tool: dict[str, Any] = {"id": block.id, "name": block.name}
+        for name in _CALL_EXTRAS:
+            if getattr(block, name) is not None:
+                tool[name] = getattr(block, name)
+        return [{"b": i, "tool": tool, "args": args}]
+    kind = kind_of(block)
+    if kind is None or kind.family != "block":
+        what = getattr(block, "type", type(block).__name__)
+        raise ValueError(
+            f"faux_message: block {i} ({what!r}) cannot be scripted: an UnknownContent has "
+            "no kind to stream (use VendorContent for a vendor block)"
+        )
+    return [{"b": i, "block": block.model_dump(mode="json")}]
+
+
+_CALL_EXTRAS = ("thought_signature", "caller", "builtin", "raw")
+"""A tool call's optional fields a faux `tool` frame carries (when set)."""
 
 
 def _as_turn(turn: FauxTurn | AssistantMessage | str) -> FauxTurn:
@@ -409,25 +445,82 @@ def _translator(asm: Assembler) -> Translator:
         if "end" in frame:
             asm.end(("b", frame["end"]))
         elif "text" in frame:
-            asm.text(("b", frame.get("b")), frame["text"])
+            key = ("b", frame.get("b"))
+            asm.text(key, frame["text"])
+            if "text_signature" in frame:
+                _text_signature(asm, key, frame)
         elif "thinking" in frame:
-            asm.thinking(("b", frame.get("b")), frame["thinking"], signature=frame.get("signature"))
+            key = ("b", frame.get("b"))
+            signature = frame.get("signature")
+            if frame.get("redacted") and not asm.is_open(key):
+                # A redacted block may hold no text: open it so it is kept.
+                asm.start_thinking(key, signature=signature, redacted=True)
+            asm.thinking(key, frame["thinking"], signature=signature)
         elif "args" in frame:
             tool = as_object(frame.get("tool") or {}, "line.tool")
+            key = ("b", frame.get("b"))
             asm.tool_call(
-                ("b", frame.get("b")),
+                key,
                 frame["args"],
                 id=optional_field(tool, "id", str, "line.tool"),
                 name=optional_field(tool, "name", str, "line.tool"),
             )
+            if len(tool) > 2:
+                _call_extras(asm, key, tool)
+        elif "block" in frame:
+            asm.start_block(("b", frame.get("b")), _typed_block(frame["block"]))
+        elif "cite" in frame:
+            asm.cite(("b", frame.get("b")), _citation(frame["cite"]))
         elif "done" in frame:
             done = as_object(frame["done"], "line.done")
             asm.set_stop_reason(optional_field(done, "stop", str, "line.done"))
             usage = as_object(done.get("usage") or {}, "line.done.usage")
             asm.set_usage(**{k: usage[k] for k in _USAGE_FIELDS if k in usage})
+            if "server_tools" in done:
+                asm.set_server_tools(as_object(done["server_tools"], "line.done.server_tools"))
+            if "container" in done:
+                asm.set_container(as_object(done["container"], "line.done.container"))
             asm.finished = True
 
     return translate
+
+
+def _typed_block(data: Any) -> Any:
+    """A `block` frame's JSON as its typed block (`BLOCK_KINDS`, `block_*` kinds only)."""
+    data = as_object(data, "line.block")
+    kind = BLOCK_KINDS.get(optional_field(data, "type", str, "line.block") or "")
+    if kind is None or kind.family != "block":
+        raise ProtocolError(f"line.block: {data.get('type')!r} is not a block_* kind")
+    try:
+        return kind.cls.model_validate(data)
+    except ValidationError as e:
+        raise ProtocolError(f"line.block: not a valid {kind.type} block: {e}") from None
+
+
+def _citation(data: Any) -> Citation:
+    try:
+        return Citation.model_validate(as_object(data, "line.cite"))
+    except ValidationError as e:
+        raise ProtocolError(f"line.cite: not a valid citation: {e}") from None
+
+
+def _text_signature(asm: Assembler, key: Any, frame: dict[str, Any]) -> None:
+    block = asm.block(key)
+    if isinstance(block, TextContent):
+        block.text_signature = optional_field(frame, "text_signature", str, "line")
+
+
+def _call_extras(asm: Assembler, key: Any, tool: dict[str, Any]) -> None:
+    """A tool frame's optional fields, set on the call it opened."""
+    call = asm.block(key)
+    if not isinstance(call, ToolCall):
+        return  # a structured-output call streams as text
+    for name in ("thought_signature", "builtin"):
+        if name in tool:
+            setattr(call, name, optional_field(tool, name, str, "line.tool"))
+    for name in ("caller", "raw"):
+        if name in tool:
+            setattr(call, name, as_object(tool[name], f"line.tool.{name}"))
 
 
 WIRE = WireAPI(
