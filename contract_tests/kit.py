@@ -30,6 +30,7 @@ from stream_core import (
 
 # With the test helpers (a plain install writes Bedrock bodies without pytest); the kit's
 # users import it from here as before.
+from stream_core.testing._codec import block_summary
 from stream_core.testing._frames import event_stream_frame as event_stream_frame
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -438,18 +439,22 @@ def check_expect(message: AssistantMessage, expect: dict[str, Any]) -> None:
                 _assert_block(i, g, w)
 
 
-def _summary(block: TextContent | ThinkingContent | ToolCall) -> dict[str, Any]:
+def _summary(block: Any) -> dict[str, Any]:
     if isinstance(block, TextContent):
-        return {"type": "text", "text": block.text}
+        return {"type": "text", "text": block.text, "citations": len(block.citations or ())}
     if isinstance(block, ThinkingContent):
         return {"type": "thinking", "text": block.thinking, "redacted": block.redacted}
-    return {
-        "type": "tool_call",
-        "id": block.id,
-        "name": block.name,
-        "arguments": block.arguments,
-        "truncated": block.truncated,
-    }
+    if isinstance(block, ToolCall):
+        return {
+            "type": "tool_call",
+            "id": block.id,
+            "name": block.name,
+            "arguments": block.arguments,
+            "truncated": block.truncated,
+        }
+    # server_tool_call {id, name, kind}, server_tool_result {call_id}, file,
+    # approval_request {id}, vendor {vendor_type}: what an expectation may name.
+    return block_summary(block)
 
 
 def _matches(got: dict[str, Any], want: dict[str, Any]) -> bool:
@@ -465,6 +470,16 @@ def _assert_block(i: int, got: dict[str, Any], want: dict[str, Any]) -> None:
     if want["type"] in ("text", "thinking"):
         if "text" in want:
             assert got["text"] == want["text"], f"block {i}: text differs"
+        if "citations" in want:
+            assert got.get("citations") == want["citations"], (
+                f"block {i}: {got.get('citations')} citations, expected {want['citations']}"
+            )
+        return
+    if want["type"] != "tool_call":
+        for key, value in want.items():
+            assert got.get(key) == value, (
+                f"block {i} ({want['type']}): {key} {got.get(key)!r}, expected {value!r}"
+            )
         return
     for key in ("id", "name"):
         if key in want:

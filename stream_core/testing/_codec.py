@@ -19,10 +19,20 @@ from functools import cache
 from typing import Any, Literal
 
 from .._errors import STATUS_KINDS, is_context_overflow
-from .._types import ErrorKind
+from .._kinds import BLOCK_KINDS
+from .._types import Citation, ErrorKind
 from ._faux import FauxTurn
 
-__all__ = ["UNEXPRESSED", "Block", "ErrorWord", "Turn", "error_word", "read_turn", "stop_word"]
+__all__ = [
+    "UNEXPRESSED",
+    "Block",
+    "ErrorWord",
+    "Turn",
+    "block_summary",
+    "error_word",
+    "read_turn",
+    "stop_word",
+]
 
 _ALL_KINDS: frozenset[ErrorKind] = frozenset(typing.get_args(ErrorKind))
 _CLIENT: frozenset[ErrorKind] = frozenset({"network", "aborted", "invalid_output", "budget"})
@@ -121,13 +131,49 @@ def http_status(kind: ErrorKind) -> int:
 # --- a faux turn as the writers read it ------------------------------------------------------
 
 
+_SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
+    "server_tool_call": ("id", "name", "kind"),
+    "server_tool_result": ("call_id",),
+    "file": (),
+    "approval_request": ("id",),
+    "vendor": ("vendor_type",),
+}
+"""What a recording's `expect` says of a block of a `block_*` kind, by type."""
+
+
+def block_summary(block: Any) -> dict[str, Any]:
+    """A `block_*` kind's block as a recording's `expect` lists it (the contract kit's
+    `check_expect` compares the keys an expectation names): `server_tool_call` {id, name,
+    kind}, `server_tool_result` {call_id}, `file`, `approval_request` {id}, `vendor`
+    {vendor_type}; any other kind by its type alone."""
+    out: dict[str, Any] = {"type": block.type}
+    for name in _SUMMARY_FIELDS.get(block.type, ()):
+        out[name] = getattr(block, name)
+    return out
+
+
 @dataclass
 class Block:
-    kind: str  # text | thinking | tool
+    """One scripted block. `kind`: `text`, `thinking`, `tool` (a call: `id`, `name`, its
+    arguments' JSON in `text`), or `block`: any block of a `block_*` kind (server tool call
+    or result, file, approval request, vendor block), typed, in `data`."""
+
+    kind: str  # text | thinking | tool | block
     text: str = ""
     signature: str | None = None
     id: str = ""
     name: str = ""
+    citations: list[Citation] = field(default_factory=list)
+    """A text block's citations, in order."""
+    data: Any = None
+    """A `block`'s content block (`ServerToolCall`, `ServerToolResult`, `FileContent`,
+    `ApprovalRequest`, `VendorContent`, ...)."""
+    redacted: bool = False
+    """A thinking block sent only as an encrypted payload (in `signature`)."""
+    text_signature: str | None = None
+    tool: dict[str, Any] = field(default_factory=dict)
+    """A tool call's optional fields as scripted: `caller`, `builtin`, `raw`,
+    `thought_signature` (absent when unset)."""
 
 
 @dataclass
@@ -138,6 +184,10 @@ class Turn:
     error: tuple[str, str] | None = None  # (kind, message) as scripted
     said: ErrorWord | None = None  # how the API says the error
     vendor_stop: str = ""  # the API's stop value (an error's, where a stop says it)
+    server_tools: dict[str, int] = field(default_factory=dict)
+    """`Usage.server_tools`: vendor-run tool calls by kind (or vendor name)."""
+    container: dict[str, Any] | None = None
+    """`AssistantMessage.container`: the vendor's code-execution container."""
 
     @property
     def failed(self) -> tuple[str, str] | None:
@@ -161,7 +211,22 @@ def read_turn(turn: FauxTurn, api: str) -> Turn:
             out.error = (frame["error"].get("kind", "server"), frame["error"].get("message", ""))
         elif "done" in frame:
             out.stop = frame["done"].get("stop") or "stop"
-            out.usage = {k: int(v) for k, v in (frame["done"].get("usage") or {}).items()}
+            done = frame["done"]
+            out.usage = {k: int(v) for k, v in (done.get("usage") or {}).items()}
+            out.server_tools = {k: int(v) for k, v in (done.get("server_tools") or {}).items()}
+            out.container = done.get("container") or None
+        elif "block" in frame:
+            data = frame["block"]
+            new = Block("block", data=BLOCK_KINDS[data["type"]].cls.model_validate(data))
+            by_index[frame.get("b")] = new
+            out.blocks.append(new)
+        elif "cite" in frame:
+            index = frame.get("b")
+            cited = by_index.get(index)
+            if cited is None:  # a citation may come before its text
+                cited = by_index[index] = Block("text")
+                out.blocks.append(cited)
+            cited.citations.append(Citation.model_validate(frame["cite"]))
         elif "text" in frame or "thinking" in frame or "args" in frame:
             index = frame.get("b")
             block = by_index.get(index)
@@ -169,6 +234,7 @@ def read_turn(turn: FauxTurn, api: str) -> Turn:
                 if "tool" in frame:
                     tool = frame["tool"]
                     block = Block("tool", id=str(tool.get("id")), name=str(tool.get("name")))
+                    block.tool = {k: v for k, v in tool.items() if k not in ("id", "name")}
                 else:
                     block = Block("text" if "text" in frame else "thinking")
                 by_index[index] = block
@@ -176,6 +242,10 @@ def read_turn(turn: FauxTurn, api: str) -> Turn:
             block.text += frame.get("text") or frame.get("thinking") or frame.get("args") or ""
             if frame.get("signature"):
                 block.signature = frame["signature"]
+            if frame.get("redacted"):
+                block.redacted = True
+            if frame.get("text_signature") is not None:
+                block.text_signature = frame["text_signature"]
     out.vendor_stop = stop_word(api, out.stop)
     if out.error is not None:
         kind, message = out.error

@@ -570,6 +570,10 @@ def _expect(t: _Turn) -> dict[str, Any]:
     for b in t.blocks:
         if b.kind == "text":
             content.append({"type": "text", "text": b.text})
+            if b.citations:
+                content[-1]["citations"] = len(b.citations)
+        elif b.kind == "block":
+            content.append(_codec.block_summary(b.data))
         elif b.kind == "thinking":
             content.append({"type": "thinking", "thinking": b.text})
         else:
