@@ -25,7 +25,8 @@ __all__ = ["Capabilities", "capabilities"]
 class Capabilities(BaseModel):
     """What a model takes (`Model.capabilities()`): each portable control and
     `temperature`, the values `stream()` refuses and why, its reasoning levels, output
-    modes, image types, window, output limit and whether it is priced."""
+    modes, image types, window, output limit, whether it is priced, and the server tools
+    and file types it takes."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -59,6 +60,13 @@ class Capabilities(BaseModel):
     """Whether a cost can be computed for its usage."""
     rules: list[str]
     """The per-model rules that name it: `name: source`."""
+    server_tools: list[str] = []
+    """The `ServerTool.kind`s its API runs (`web_search`, `code_execution`, ...), in the
+    API's order: any other kind raises at `stream()` (a `native` tool for this API is
+    always sent as it is)."""
+    file_types: list[str] = []
+    """The media types a `FileContent` in a user message or tool result may have
+    (`application/pdf`, ...), sorted: any other raises at `stream()`."""
 
 
 PROBES: dict[str, tuple[Any, ...]] = {
@@ -146,4 +154,7 @@ def capabilities(model: Model, get_provider: Callable[[str], Any]) -> Capabiliti
         max_tokens=model.max_tokens,
         priced=priced,
         rules=[f"{r.name}: {r.source}" for r in rules_for(model)],
+        # The same tables `stream()` checks (`_pipeline.checks`), so they cannot disagree.
+        server_tools=list(wire.server_tools) if wire is not None else [],
+        file_types=sorted(wire.file_types) if wire is not None else [],
     )
