@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream_core.contract_tests.grammar import assert_valid_event_stream
+from stream_core.contract_tests.modern import check_modern, has_modern
 from stream_core.contract_tests.kit import (
     Fixture,
     apis_under_test,
@@ -45,6 +46,8 @@ def _signature(fixture: Fixture, chunks: list[bytes]) -> dict:
     run = replay(fixture, chunks)
     assert_valid_event_stream(run.events)
     check_expect(run.message, fixture.expect)
+    if has_modern(fixture.expect):
+        check_modern(run.message, fixture.expect)
     # Wall-clock facts of the replay, not of the recording.
     return run.message.model_dump(exclude={"timestamp", "ttft_ms", "duration_ms"})
 
