@@ -1,6 +1,7 @@
 """Bedrock Converse's messages: a context's turns as the `messages` of a Converse request
 (alternating turns, tool results as `toolResult` blocks, images as base64 blobs, Claude's
-signed reasoning sent back verbatim), for `providers/bedrock.py`."""
+signed reasoning sent back verbatim; documents, citations, server tools' blocks and vendor
+blocks in the forms of `_bedrock_blocks`), for `providers/bedrock.py`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from stream_core import (
     Context,
     ImageContent,
     Model,
+    StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -25,10 +27,10 @@ from stream_core.provider import (
     prepare_messages,
 )
 
-__all__ = ["API", "CLAUDE", "convert_messages"]
+from ._bedrock_blocks import API, assistant_block, text_block, user_block
 
-API = "bedrock-converse-stream"
-"""The wire API `providers/bedrock.py` serves."""
+__all__ = ["API", "CLAUDE", "called_tools", "convert_messages", "sends_tools"]
+
 CLAUDE = "anthropic.claude"
 """What a Claude model's Bedrock id holds."""
 
@@ -45,11 +47,13 @@ def convert_messages(
     claude = CLAUDE in model.id
     out: list[dict[str, Any]] = []
     blocks: list[dict[str, Any]]
-    for m in messages:
+    names: set[str] = set()  # document names, unique in a request
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
         if isinstance(m, UserMessage):
-            blocks, role = _user_blocks(m.content, vision=vision), "user"
+            blocks, role = _user_blocks(m.content, vision, names, where), "user"
         elif isinstance(m, ToolResultMessage):
-            content: list[dict[str, Any]] = _user_blocks(m.content, vision=vision) or [
+            content: list[dict[str, Any]] = _user_blocks(m.content, vision, names, where) or [
                 {"text": "(no output)"}
             ]
             result: dict[str, Any] = {
@@ -59,7 +63,7 @@ def convert_messages(
             }
             blocks, role = [{"toolResult": result}], "user"
         else:
-            blocks, role = _assistant_blocks(m, claude=claude), "assistant"
+            blocks, role = _assistant_blocks(m, claude, where), "assistant"
         if not blocks:
             continue
         if out and out[-1]["role"] == role:
@@ -72,17 +76,22 @@ def convert_messages(
     return out
 
 
-def _user_blocks(content: str | Sequence[object], *, vision: bool) -> list[dict[str, Any]]:
+def _user_blocks(
+    content: str | Sequence[object], vision: bool, names: set[str], where: str
+) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"text": content}] if content.strip() else []
     blocks: list[dict[str, Any]] = []
-    for b in content:
+    for j, b in enumerate(content):
         if isinstance(b, TextContent):
             if b.text.strip():
                 blocks.append({"text": b.text})
             continue
         if not isinstance(b, ImageContent):
-            continue  # UnknownContent: kept in the history, never sent
+            block = user_block(b, names, f"{where}.content[{j}]")
+            if block is not None:  # None: UnknownContent, kept in the history, never sent
+                blocks.append(block)
+            continue
         if not vision:
             blocks.append({"text": IMAGE_OMITTED_TEXT})
         else:
@@ -94,12 +103,12 @@ def _user_blocks(content: str | Sequence[object], *, vision: bool) -> list[dict[
     return blocks
 
 
-def _assistant_blocks(m: AssistantMessage, *, claude: bool) -> list[dict[str, Any]]:
+def _assistant_blocks(m: AssistantMessage, claude: bool, where: str) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    for b in m.content:
+    for j, b in enumerate(m.content):
         if isinstance(b, TextContent):
             if b.text.strip():
-                blocks.append({"text": b.text})
+                blocks.append(text_block(b))  # with its citations: `citationsContent`
         elif isinstance(b, ThinkingContent):
             if b.redacted:
                 if b.signature:
@@ -116,4 +125,29 @@ def _assistant_blocks(m: AssistantMessage, *, claude: bool) -> list[dict[str, An
                 blocks.append({"text": b.thinking})  # Claude rejects unsigned reasoning
         elif isinstance(b, ToolCall):
             blocks.append({"toolUse": {"toolUseId": b.id, "name": b.name, "input": b.arguments}})
+        else:
+            block = assistant_block(b, f"{where}.content[{j}]")
+            if block is not None:  # None: UnknownContent, kept in the history, never sent
+                blocks.append(block)
     return blocks
+
+
+def called_tools(messages: list[dict[str, Any]]) -> list[str]:
+    """The names of the tools the history's calls name, in order, once each."""
+    calls = [b["toolUse"] for m in messages for b in m["content"] if "toolUse" in b]
+    names = [c["name"] for c in calls if c.get("type") != "server_tool_use"]
+    return list(dict.fromkeys(names))
+
+
+def sends_tools(messages: list[dict[str, Any]], options: StreamOptions) -> bool:
+    """False for `tool_choice="none"`: Converse has no such choice, so the tools stay home.
+    A history with tool calls or results needs a `toolConfig`, so there it raises."""
+    if options.tool_choice != "none":
+        return True
+    if any("toolUse" in b or "toolResult" in b for m in messages for b in m["content"]):
+        raise ValueError(
+            f"StreamOptions.tool_choice: {API} has no 'none', and the tools cannot be left "
+            "out of a request whose history holds tool calls or results (Converse then "
+            "requires toolConfig); use 'auto'"
+        )
+    return False

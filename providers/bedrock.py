@@ -7,8 +7,8 @@ Events: `messageStart`; `contentBlockStart` (only tool calls have one), `content
 `metadata` with the usage, the last event. A body that ends after `messageStop` without
 `metadata` is complete all the same (no usage). Exception messages (`throttlingException`,
 `modelStreamErrorException`, ...) end the stream with the kind of their HTTP status.
-Server-side tool blocks (Nova's code interpreter: `toolUse` of type `server_tool_use`, and
-`toolResult`) have no contract type and are skipped.
+Documents, citations, Nova's server tools (`toolUse` of type `server_tool_use`, `toolResult`),
+generated images and any block kind not known here: `_bedrock_blocks`, both ways.
 
 Auth: a Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK` or `StreamOptions.api_key`) is sent as
 a bearer token; without one the request is SigV4-signed with credentials from the standard
@@ -35,7 +35,6 @@ schema's objects closed with `additionalProperties: false`; other models get the
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,10 +72,15 @@ from stream_core.provider import (
 )
 
 from . import _aws
+from ._bedrock_blocks import FILE_TYPES, SERVER_TOOLS, BlockReader, read_block
+from ._bedrock_blocks import server_tool_counts as _server_tool_counts
+from ._bedrock_blocks import server_tool_objects as _server_tool_objects
 from ._bedrock_endpoint import DEFAULT_REGION, endpoint, profile, region
 from ._bedrock_messages import API
 from ._bedrock_messages import CLAUDE as _CLAUDE
+from ._bedrock_messages import called_tools as _called_tools
 from ._bedrock_messages import convert_messages as _convert_messages
+from ._bedrock_messages import sends_tools as _sends_tools
 from ._claude import (
     claude_schema,
     claude_version,
@@ -118,9 +122,6 @@ EXCEPTION_KINDS: dict[str, ErrorKind] = {
     "accessDeniedException": "auth",
     "resourceNotFoundException": "not_found",
 }
-
-# Blocks of server-side tools (Nova's code interpreter), by start key or `toolUse.type`.
-_SERVER = frozenset({"toolResult", "server_tool_use"})
 
 
 # Prompt caching (`cachePoint` blocks): models whose id holds one of these, minus the older
@@ -243,6 +244,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                 }
                 for t in function_tools_of(context.tools)
             ]
+            + _server_tool_objects(model, context.tools)
         }
         choice = _tool_choice(options, thinking=budget is not None)
         if choice is not None:
@@ -282,26 +284,6 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         }
     headers = {"accept": "application/vnd.amazon.eventstream, application/json"}
     return WireRequest(url=endpoint(model, options), payload=payload, headers=headers)
-
-
-def _called_tools(messages: list[dict[str, Any]]) -> list[str]:
-    """The names of the tools the history's calls name, in order, once each."""
-    names = [b["toolUse"]["name"] for m in messages for b in m["content"] if "toolUse" in b]
-    return list(dict.fromkeys(names))
-
-
-def _sends_tools(messages: list[dict[str, Any]], options: StreamOptions) -> bool:
-    """False for `tool_choice="none"`: Converse has no such choice, so the tools stay home.
-    A history with tool calls or results needs a `toolConfig`, so there it raises."""
-    if options.tool_choice != "none":
-        return True
-    if any("toolUse" in b or "toolResult" in b for m in messages for b in m["content"]):
-        raise ValueError(
-            f"StreamOptions.tool_choice: {API} has no 'none', and the tools cannot be left "
-            "out of a request whose history holds tool calls or results (Converse then "
-            "requires toolConfig); use 'auto'"
-        )
-    return False
 
 
 def _tool_choice(options: StreamOptions, *, thinking: bool) -> dict[str, Any] | None:
@@ -345,6 +327,8 @@ def _usage(asm: Assembler, usage: dict[str, Any], where: str) -> None:
             for ours, theirs in _USAGE_FIELDS.items()
         }
     )
+    if "serverToolUsage" in usage:
+        asm.set_server_tools(_server_tool_counts(usage))
 
 
 def _exception(name: str, body: dict[str, Any]) -> StreamFailure:
@@ -364,7 +348,8 @@ def _exception(name: str, body: dict[str, Any]) -> StreamFailure:
 
 
 def _translator(asm: Assembler) -> Translator:
-    skipped: set[Hashable] = set()  # vendor indices of server-side blocks we do not represent
+    blocks = BlockReader(asm)  # documents' citations, server tools, images, unknown kinds
+    special = blocks.keys  # the indices whose deltas `blocks` reads
     stopped = False
 
     def on_event(event: str, data: str) -> None:
@@ -377,7 +362,7 @@ def _translator(asm: Assembler) -> Translator:
             if obj.__class__ is dict:
                 # The common case first, in plain reads; anything else takes the checked path.
                 key, delta = obj.get("contentBlockIndex"), obj.get("delta")
-                if key.__class__ is int and delta.__class__ is dict and key not in skipped:
+                if key.__class__ is int and delta.__class__ is dict and key not in special:
                     text = delta.get("text")
                     if text.__class__ is str:
                         asm.text(key, text)
@@ -390,21 +375,21 @@ def _translator(asm: Assembler) -> Translator:
                             return
             obj = as_object(obj, event)
             key = required_field(obj, "contentBlockIndex", int, event)
-            if key in skipped:
-                return
-            _delta(asm, key, required_field(obj, "delta", dict, event))
+            delta = required_field(obj, "delta", dict, event)
+            if key in special:
+                blocks.delta(key, delta)
+            elif not _delta(asm, key, delta):
+                blocks.delta(key, delta)  # a citation, a kind of delta not read here
         elif event == "contentBlockStart":
             obj = as_object(parse_json(data, event), event)
             key = required_field(obj, "contentBlockIndex", int, event)
             start = optional_field(obj, "start", dict, event) or {}
+            if blocks.start(key, start, f"{event}.start"):
+                return
             tool = optional_field(start, "toolUse", dict, f"{event}.start")
             where = f"{event}.start.toolUse"
-            server = tool is not None and optional_field(tool, "type", str, where) in _SERVER
-            if server or any(k in start for k in _SERVER):
-                skipped.add(key)  # a server tool's call or result: no contract type
-                return
             if tool is None:
-                return  # text and reasoning blocks have no start; a future kind may
+                return  # text and reasoning blocks have no start
             asm.start_tool_call(
                 key,
                 id=optional_field(tool, "toolUseId", str, where) or "",
@@ -413,10 +398,11 @@ def _translator(asm: Assembler) -> Translator:
         elif event == "contentBlockStop":
             obj = as_object(parse_json(data, event), event)
             key = required_field(obj, "contentBlockIndex", int, event)
-            skipped.discard(key)
+            blocks.stop(key)
             asm.end(key)
         elif event == "messageStop":
             obj = as_object(parse_json(data, event), event)
+            blocks.finish()
             asm.set_stop_reason(optional_field(obj, "stopReason", str, event))
             stopped = asm.complete_at_eof = True
         elif event == "metadata":
@@ -435,19 +421,20 @@ def _translator(asm: Assembler) -> Translator:
     return on_event
 
 
-def _delta(asm: Assembler, key: int, delta: dict[str, Any]) -> None:
+def _delta(asm: Assembler, key: int, delta: dict[str, Any]) -> bool:
+    """Text, a call's input or reasoning; False for any other delta."""
     where = "contentBlockDelta.delta"
     text = optional_field(delta, "text", str, where)
     if text is not None:
         asm.text(key, text)
-        return
+        return True
     tool = optional_field(delta, "toolUse", dict, where)
     if tool is not None:
         asm.tool_call(key, optional_field(tool, "input", str, f"{where}.toolUse") or "")
-        return
+        return True
     reasoning = optional_field(delta, "reasoningContent", dict, where)
     if reasoning is None:
-        return  # citations, server tool results, future kinds: nothing of ours
+        return False
     where += ".reasoningContent"
     thinking = optional_field(reasoning, "text", str, where)
     signature = optional_field(reasoning, "signature", str, where)
@@ -465,6 +452,7 @@ def _delta(asm: Assembler, key: int, delta: dict[str, Any]) -> None:
         else:
             # The encrypted reasoning goes back as it came, in the signature field.
             asm.start_thinking(key, signature=redacted, redacted=True)
+    return True
 
 
 def _parse_response(asm: Assembler, obj: Any) -> None:
@@ -480,7 +468,9 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
         text = optional_field(block, "text", str, where)
         tool = optional_field(block, "toolUse", dict, where)
         reasoning = optional_field(block, "reasoningContent", dict, where)
-        if text is not None:
+        if read_block(asm, key, block, where):
+            pass  # citations, server tools, images, other kinds (`_bedrock_blocks`)
+        elif text is not None:
             asm.text(key, text)
         elif tool is not None:
             where += ".toolUse"
@@ -532,5 +522,7 @@ WIRE = WireAPI(
     extra=_EXTRA,
     extra_types={"region": (str,), "profile": (str,)},
     output_mode=lambda model: "native" if _native_output(model) else "tool",
+    server_tools=SERVER_TOOLS,
+    file_types=FILE_TYPES,
     providers={"amazon-bedrock": f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"},
 )
