@@ -1,6 +1,7 @@
 """A context in the Gemini API's shape: `contents` of `user` and `model` turns, function
 responses answered in call order in one user turn, images where the model can take them,
-thought signatures sent back (or the documented placeholder where a model demands one)."""
+thought signatures sent back (or the documented placeholder where a model demands one),
+server-tool, file and other kept parts as they came (`_gemini_parts`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from stream_core import (
     AssistantMessage,
     Context,
+    FileContent,
     ImageContent,
     Model,
     TextContent,
@@ -18,7 +20,9 @@ from stream_core import (
     ToolResultMessage,
     UserMessage,
 )
-from stream_core.provider import IMAGE_OMITTED_TEXT, prepare_messages
+from stream_core.provider import IMAGE_OMITTED_TEXT, is_same_model, prepare_messages
+
+from ._gemini_parts import file_part, model_block_parts, user_block_part
 
 __all__ = ["convert_messages"]
 
@@ -61,7 +65,7 @@ def convert_messages(model: Model, context: Context, api: str) -> list[dict[str,
         else:
             calls = [b.id for b in m.content if isinstance(b, ToolCall)]
             order = {call_id: i for i, call_id in enumerate(calls)}
-            parts = _model_parts(model, m)
+            parts = _model_parts(model, m, api)
             if parts:
                 out.append({"role": "model", "parts": parts})
     if responses:
@@ -90,7 +94,10 @@ def _user_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
             if b.text.strip():
                 parts.append({"text": b.text})
         elif not isinstance(b, ImageContent):
-            continue  # a block of a type we do not know: kept in the history, never sent
+            part = user_block_part(b)  # a file, a Gemini part kept verbatim
+            if part is not None:
+                parts.append(part)
+            # else: UnknownContent, kept in the history, never sent (no vendor form known)
         elif vision:
             parts.append({"inlineData": {"mimeType": b.mime_type, "data": b.data}})
         else:
@@ -104,8 +111,10 @@ def _function_response(
     text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
     pictures = [
         {"inlineData": {"mimeType": b.mime_type, "data": b.data}}
-        for b in m.content
         if isinstance(b, ImageContent)
+        else file_part(b)
+        for b in m.content
+        if isinstance(b, ImageContent | FileContent)
     ]
     if not text:
         text = "(see attached image)" if pictures and vision else "(no output)"
@@ -121,16 +130,21 @@ def _function_response(
     return {"functionResponse": response}
 
 
-def _model_parts(model: Model, m: AssistantMessage) -> list[dict[str, Any]]:
+def _model_parts(model: Model, m: AssistantMessage, api: str) -> list[dict[str, Any]]:
     # `prepare_messages` already turned another model's thinking into text and dropped its
-    # signatures: whatever signature is left is this model's own.
+    # signatures; the blocks it keeps for the same API and provider (cited text, server
+    # tool parts, files, vendor parts) lose theirs here when another model wrote them.
+    same = is_same_model(m, api=api, provider=model.provider, model_id=model.id)
     parts: list[dict[str, Any]] = []
     for b in m.content:
         if isinstance(b, TextContent):
-            if b.text.strip() or b.text_signature:
+            # Citations are not sent: Gemini's request has no field for them (its grounding
+            # is response metadata only).
+            signature = b.text_signature if same else None
+            if b.text.strip() or signature:
                 part: dict[str, Any] = {"text": b.text}
-                if b.text_signature:
-                    part["thoughtSignature"] = b.text_signature
+                if signature:
+                    part["thoughtSignature"] = signature
                 parts.append(part)
         elif isinstance(b, ThinkingContent):
             if b.redacted or not (b.thinking.strip() or b.signature):
@@ -147,4 +161,6 @@ def _model_parts(model: Model, m: AssistantMessage) -> list[dict[str, Any]]:
             if signature:
                 part["thoughtSignature"] = signature
             parts.append(part)
+        else:
+            model_block_parts(parts, b, same)
     return parts

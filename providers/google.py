@@ -61,12 +61,14 @@ from stream_core.provider import (
     optional_field,
     output_spec,
     parse_json,
+    server_tools_of,
     shape,
     thinking_level,
 )
 
 from ._gemini_args import PIECE, ArgsWriter
 from ._gemini_messages import convert_messages
+from ._gemini_parts import FILE_TYPES, SERVER_TOOLS, PartReader
 from ._gemini_schema import SchemaTooLarge, clean_schema, json_schema
 from ._vertex import VERTEX, VERTEX_KEY_ENV, vertex_base_url, vertex_token
 from ._vertex import VERTEX_BASE_URL as VERTEX_BASE_URL  # kept: a Vertex model is made with it
@@ -169,19 +171,25 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         config["thinkingConfig"] = _thinking_config(model, options)
     if config:
         payload["generationConfig"] = config
-    if context.tools:
-        payload["tools"] = [
+    functions = function_tools_of(context.tools)
+    tools: list[dict[str, Any]] = []
+    if functions:
+        declarations = [
             {
-                "functionDeclarations": [
-                    {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": _tool_schema(i, t.name, t.parameters),
-                    }
-                    for i, t in enumerate(function_tools_of(context.tools))
-                ]
+                "name": t.name,
+                "description": t.description,
+                "parameters": _tool_schema(i, t.name, t.parameters),
             }
+            for i, t in enumerate(functions)
         ]
+        tools.append({"functionDeclarations": declarations})
+    for tool in server_tools_of(context.tools):
+        # Gemini may refuse some built-in tools beside functions on older models: sent as
+        # asked, the vendor's answer says so.
+        tools.append(tool.tool if tool.tool is not None else SERVER_TOOLS[tool.kind](tool))
+    if tools:
+        payload["tools"] = tools
+    if functions:
         choice = options.tool_choice
         if choice is not None:
             calling: dict[str, Any]
@@ -257,12 +265,14 @@ _FEEDBACK = shape("chunk.promptFeedback", blockReason=str, blockReasonMessage=st
 
 
 class _Reader:
-    """The translator's state across chunks: the call being streamed and a call counter."""
+    """The translator's state across chunks: the call being streamed, a call counter and
+    the reader of server-tool, file and unknown parts and of grounding metadata."""
 
-    __slots__ = ("asm", "calls", "streaming", "usage", "writer")
+    __slots__ = ("asm", "calls", "others", "streaming", "usage", "writer")
 
     def __init__(self, asm: Assembler) -> None:
         self.asm = asm
+        self.others = PartReader(asm)
         self.usage: dict[str, Any] | None = None  # the last snapshot applied
         self.calls = 0
         self.streaming: Hashable | None = None
@@ -286,8 +296,14 @@ class _Reader:
                 if len(parts) > 1:
                     for part in parts[1:]:
                         self.part(part, *_PART_FIELDS(part))
+            candidate = candidates[0]
+            if len(candidate) > 2:  # more than content and index: metadata, a finish
+                self.others.metadata(candidate)
             if finish:
                 self.end_call()
+                asm.end(_TEXT)
+                asm.end(_THINKING)
+                self.others.finish()
                 where = f"{where}.candidates[0]"
                 detail = optional_field(candidates[0], "finishMessage", str, where)
                 asm.set_stop_reason(finish, detail=detail)
@@ -319,23 +335,28 @@ class _Reader:
             if thought:
                 if _TEXT in asm.open_keys:
                     asm.end(_TEXT)
-                asm.thinking(_THINKING, text)
                 key = _THINKING
+                if signature and text and _signed(asm.block(key)):
+                    asm.end(key)  # a second signed part: its own block keeps its signature
+                asm.thinking(_THINKING, text)
             else:
                 if _THINKING in asm.open_keys:
                     asm.end(_THINKING)
-                asm.text(_TEXT, text)
                 key = _TEXT
-            if signature:
-                _sign(asm, key, signature)
+                if signature and text and _signed(asm.block(key)):
+                    asm.end(key)
+                asm.text(_TEXT, text)
+            if signature and not _sign(asm, key, signature):
+                self.others.keep(part)  # a signature no block here can hold: the part as sent
         elif call is not None:
             self.function_call(call, signature or None)
         elif part:
-            # Server-side tool parts (executableCode, codeExecutionResult, inline data) have
-            # no block of ours (nor a place for their signature); they end the text around.
+            # Server-side tool parts, files and unknown parts (_gemini_parts): each ends
+            # the text around it and becomes a block of its own.
             self.end_call()
             asm.end(_TEXT)
             asm.end(_THINKING)
+            self.others.part(part)
 
     def function_call(self, call: dict[str, Any], signature: str | None) -> None:
         asm = self.asm
@@ -387,18 +408,28 @@ class _Reader:
         self.asm.end(key)
 
 
-def _sign(asm: Assembler, key: str, signature: str) -> None:
-    """Keep a part's signature on the block it belongs to (a later one replaces it)."""
+def _signed(block: object) -> bool:
+    return isinstance(block, TextContent | ThinkingContent) and bool(
+        block.text_signature if isinstance(block, TextContent) else block.signature
+    )
+
+
+def _sign(asm: Assembler, key: str, signature: str) -> bool:
+    """Keep a part's signature on the block it belongs to; False when that block already
+    holds another one, or is no block of ours that holds one (the caller keeps the part)."""
     block: object = asm.block(key)
     if block is None and asm.message.content:
         # An empty part that only carries the signature, after its block ended.
         block = asm.message.content[-1]
-    if isinstance(block, TextContent):
+    if isinstance(block, TextContent) and block.text_signature in (None, signature):
         block.text_signature = signature
-    elif isinstance(block, ThinkingContent):
+    elif isinstance(block, ThinkingContent) and block.signature in (None, signature):
         block.signature = signature
-    elif isinstance(block, ToolCall) and block.thought_signature is None:
+    elif isinstance(block, ToolCall) and block.thought_signature in (None, signature):
         block.thought_signature = signature
+    else:
+        return False
+    return True
 
 
 def _fail(obj: dict[str, Any]) -> None:
@@ -499,4 +530,6 @@ WIRE = WireAPI(
     extra=_EXTRA,
     extra_types={"cached_content": (str,)},
     output_mode=lambda model: "native",
+    server_tools=SERVER_TOOLS,
+    file_types=FILE_TYPES,
 )
