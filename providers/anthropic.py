@@ -2,8 +2,11 @@
 
 Usage arrives as cumulative snapshots: `message_start` has input and cache numbers,
 `message_delta` repeats or updates them (proxies may omit or null a field, which then
-keeps its earlier value). Server-side tool blocks (web search, code execution, ...) have
-no contract type: they are skipped, and so are their deltas and stops.
+keeps its earlier value), with `server_tool_use` request counts (`Usage.server_tools`).
+Server-side tool calls and results, citations, generated files and any block this version
+does not type are kept (`_anthropic_blocks`), and go back in the next request as they came
+with the container of the last answer (`container`); user files go as `document` blocks.
+`ServerTool` kinds: web search, web fetch, code execution, tool search (`SERVER_TOOLS`).
 
 Request controls (`WIRE.controls`): `tool_choice` becomes `tool_choice.type` (`auto`, `any`
 for "required", `tool` with a name, `none`), sent only with tools; `parallel_tool_calls=False`
@@ -22,27 +25,18 @@ closed with `additionalProperties: false` as Anthropic requires; the older beta 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stream_core import (
-    AssistantMessage,
     AssistantStream,
     Context,
     ErrorKind,
-    ImageContent,
     Model,
     StreamOptions,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
 )
 from stream_core.provider import (
     ADAPTIVE_EFFORTS,
-    IMAGE_OMITTED_TEXT,
     Assembler,
     OutputSpec,
     StopRule,
@@ -54,19 +48,27 @@ from stream_core.provider import (
     closed_schema,
     error_from_vendor,
     function_tools_of,
-    id_normalizer,
     long_cache_honored,
     optional_field,
     output_spec,
     parse_json,
-    prepare_messages,
     refuse_forced_tool,
     required_field,
+    server_tools_of,
     shape,
     thinking_mode,
     vendor_error_fields,
 )
 
+from ._anthropic_blocks import (
+    FILE_TYPES,
+    SERVER_TOOLS,
+    BlockReader,
+    read_citation,
+    server_tool_counts,
+    tool_betas,
+)
+from ._anthropic_messages import convert_messages, loop_allows_thinking
 from ._claude import (
     claude_schema,
     claude_version,
@@ -117,7 +119,6 @@ claude-on-vertex-ai)."""
 _BETAS = ("fine-grained-tool-streaming-2025-05-14",)
 _THINKING_BETA = "interleaved-thinking-2025-05-14"
 _STRUCTURED_OUTPUT_BETA = "structured-outputs-2025-11-13"
-_normalize_id = id_normalizer(allowed=r"A-Za-z0-9_-", max_length=64)
 
 # Portable control -> the Messages API field it becomes (README table).
 _CONTROLS: dict[str, str] = {
@@ -171,7 +172,8 @@ def stream(
 def _build_request(model: Model, context: Context, options: StreamOptions) -> WireRequest:
     cache = _cache_control(model, options)
     max_tokens = options.max_tokens or model.max_tokens
-    messages = _convert_messages(model, context, cache)
+    converted = convert_messages(model, context, cache)
+    messages = converted.messages
     payload: dict[str, Any] = {
         "model": model.id,
         "max_tokens": max_tokens,
@@ -189,9 +191,11 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         if cache:
             system["cache_control"] = cache
         payload["system"] = [system]
-    betas = list(_BETAS)
+    betas = [*_BETAS, *converted.betas]
+    if converted.container is not None:
+        payload["container"] = converted.container  # the code-execution sandbox to reuse
     budget = options.thinking_budget() if model.reasoning else None
-    if budget is not None and not _loop_allows_thinking(messages):
+    if budget is not None and not loop_allows_thinking(messages):
         budget = None
     thinking = budget is not None
     effort = None
@@ -210,10 +214,16 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["temperature"] = options.temperature  # not allowed together with thinking
     _sampling(payload, options, thinking=thinking)
     if context.tools:
-        payload["tools"] = [
+        tools = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in function_tools_of(context.tools)
         ]
+        for st in server_tools_of(context.tools):
+            tools.append(
+                st.tool if st.tool is not None else {**SERVER_TOOLS[st.kind](st), **st.options}
+            )
+        betas += [b for b in tool_betas(tools) if b not in betas]
+        payload["tools"] = tools
         choice = _tool_choice(options, thinking=thinking)
         if choice is not None:
             payload["tool_choice"] = choice
@@ -287,26 +297,6 @@ def _output_format(
         payload["output_config"] = {"format": fmt}
 
 
-def _loop_allows_thinking(messages: list[dict[str, Any]]) -> bool:
-    """Whether thinking may be enabled for this request.
-
-    Anthropic's rule: a tool loop runs in one thinking mode, so with thinking on, the last
-    assistant turn with a tool call since the user last wrote must start with a (signed,
-    same-model) thinking block; otherwise the request is rejected. Such a loop (after a
-    handoff, a model switch, or a turn made without thinking) continues without thinking,
-    as the vendor documents. Other models' thinking arrives here as text, and unsigned
-    thinking too, so the check reads the wire blocks.
-    """
-    for message in reversed(messages):
-        blocks = message["content"]
-        if message["role"] == "user":
-            if any(b.get("type") != "tool_result" for b in blocks):
-                return True  # the user wrote: no tool loop is open
-        elif any(b["type"] == "tool_use" for b in blocks):
-            return blocks[0]["type"] in ("thinking", "redacted_thinking")
-    return True
-
-
 def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
     if options.cache_retention == "none":
         return None
@@ -315,102 +305,12 @@ def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | Non
     return {"type": "ephemeral"}
 
 
-def _convert_messages(
-    model: Model, context: Context, cache: dict[str, str] | None
-) -> list[dict[str, Any]]:
-    messages = prepare_messages(
-        context, api=API, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
-    )
-    vision = "image" in model.input
-    out: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for m in messages:
-        if isinstance(m, ToolResultMessage):
-            results.append(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": m.tool_call_id,
-                    "content": _user_blocks(m.content, vision=vision) or "(no output)",
-                    "is_error": m.is_error,
-                }
-            )
-            continue
-        if results:
-            out.append({"role": "user", "content": results})
-            results = []
-        if isinstance(m, UserMessage):
-            if isinstance(m.content, str):
-                blocks = [{"type": "text", "text": m.content}] if m.content.strip() else []
-            else:
-                blocks = _user_blocks(m.content, vision=vision)
-            if blocks:
-                if out and out[-1]["role"] == "user":
-                    # Right after tool results: one user turn (results first, then the text),
-                    # so roles keep alternating.
-                    out[-1]["content"] += blocks
-                else:
-                    out.append({"role": "user", "content": blocks})
-        else:
-            blocks = _assistant_blocks(m)
-            if blocks:
-                out.append({"role": "assistant", "content": blocks})
-    if results:
-        out.append({"role": "user", "content": results})
-    if cache and out and out[-1]["role"] == "user":
-        last = out[-1]["content"][-1]
-        out[-1]["content"][-1] = {**last, "cache_control": cache}
-    return out
-
-
-def _user_blocks(content: Sequence[object], *, vision: bool) -> list[Any]:
-    blocks: list[dict[str, Any]] = []
-    for b in content:
-        if isinstance(b, TextContent):
-            if b.text.strip():
-                blocks.append({"type": "text", "text": b.text})
-        elif not isinstance(b, ImageContent):
-            continue  # UnknownContent: kept in the history, never sent
-        elif vision:
-            blocks.append(
-                {
-                    "type": "image",
-                    "source": {"type": "base64", "media_type": b.mime_type, "data": b.data},
-                }
-            )
-        else:
-            blocks.append({"type": "text", "text": IMAGE_OMITTED_TEXT})
-    return blocks
-
-
-def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for b in m.content:
-        if isinstance(b, TextContent):
-            if b.text.strip():
-                blocks.append({"type": "text", "text": b.text})
-        elif isinstance(b, ThinkingContent):
-            if b.redacted:
-                if b.signature:
-                    blocks.append({"type": "redacted_thinking", "data": b.signature})
-            elif not b.thinking.strip():
-                continue
-            elif b.signature:
-                # Same-model thinking goes back verbatim: the signature covers the text.
-                blocks.append(
-                    {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
-                )
-            else:
-                blocks.append({"type": "text", "text": b.thinking})
-        elif isinstance(b, ToolCall):
-            blocks.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.arguments})
-    return blocks
-
-
 # --- response -----------------------------------------------------------------------------
 
 
 def _translator(asm: Assembler) -> Translator:
-    skipped: set[int] = set()  # vendor indices of server-side blocks we do not represent
+    blocks = BlockReader()  # server calls and results, vendor blocks, citations
+    special = blocks.open  # their vendor indices while open (empty on most streams)
 
     def on_event(event: str, data: str) -> None:
         if event == "ping":
@@ -431,8 +331,6 @@ def _translator(asm: Assembler) -> Translator:
             index = delta = dtype = text = partial = thinking = signature = None
         if kind == "content_block_delta":
             key = index if index is not None else required_field(obj, "index", int, kind)
-            if key in skipped:
-                return
             if delta is None:
                 required_field(obj, "delta", dict, kind)  # raises: the delta is missing
             where = "content_block_delta.delta"
@@ -441,7 +339,10 @@ def _translator(asm: Assembler) -> Translator:
                     key, text if text is not None else required_field(delta, "text", str, where)
                 )
             elif dtype == "input_json_delta":
-                asm.tool_call(key, partial or "")
+                if special and key in special:
+                    blocks.delta(asm, key, delta, dtype)  # a server call's input
+                else:
+                    asm.tool_call(key, partial or "")
             elif dtype == "thinking_delta":
                 if thinking is None:
                     required_field(delta, "thinking", str, where)  # raises
@@ -450,18 +351,22 @@ def _translator(asm: Assembler) -> Translator:
                 if signature is None:
                     required_field(delta, "signature", str, where)  # raises
                 asm.thinking_signature(key, signature)
-            # citations_delta and future kinds carry no text of ours
+            else:  # citations_delta, a vendor block's delta (compaction_delta, ...)
+                blocks.delta(asm, key, delta, dtype)
         elif kind == "content_block_start":
             key = index if index is not None else required_field(obj, "index", int, kind)
-            _block_start(asm, skipped, key, required_field(obj, "content_block", dict, kind))
+            _block_start(asm, blocks, key, required_field(obj, "content_block", dict, kind))
         elif kind == "content_block_stop":
             key = index if index is not None else required_field(obj, "index", int, kind)
-            skipped.discard(key)
-            asm.end(key)
+            if special and key in special:
+                blocks.stop(asm, key)
+            else:
+                asm.end(key)
         elif kind == "message_start":
             body = optional_field(obj, "message", dict, kind) or {}
             asm.set_response_id(optional_field(body, "id", str, "message_start.message"))
             asm.set_response_model(body.get("model"))
+            asm.set_container(body.get("container"))
             _usage(asm, optional_field(body, "usage", dict, "message_start.message"), kind)
         elif kind == "message_delta":
             delta = optional_field(obj, "delta", dict, kind) or {}
@@ -473,6 +378,7 @@ def _translator(asm: Assembler) -> Translator:
                 detail=optional_field(details, "explanation", str, where_details)
                 or optional_field(details, "category", str, where_details),
             )
+            asm.set_container(delta.get("container"))  # the code-execution sandbox
             _usage(asm, optional_field(obj, "usage", dict, kind), kind)
         elif kind == "message_stop":
             asm.finished = True
@@ -507,12 +413,15 @@ _OBJECT_EVENTS = frozenset(
 )
 
 
-def _block_start(asm: Assembler, skipped: set[int], key: int, block: dict[str, Any]) -> None:
+def _block_start(asm: Assembler, blocks: BlockReader, key: int, block: dict[str, Any]) -> None:
     where = "content_block_start.content_block"
     btype = optional_field(block, "type", str, where)
     if btype == "text":
         asm.start_text(key)
         asm.text(key, optional_field(block, "text", str, where) or "")
+        for citation in optional_field(block, "citations", list, where) or ():
+            # A whole answer's citations (a stream sends them as `citations_delta`).
+            asm.cite(key, read_citation(as_object(citation, where + ".citations[]")))
     elif btype == "thinking":
         asm.start_thinking(key, signature=optional_field(block, "signature", str, where) or None)
         asm.thinking(key, optional_field(block, "thinking", str, where) or "")
@@ -524,12 +433,17 @@ def _block_start(asm: Assembler, skipped: set[int], key: int, block: dict[str, A
             id=optional_field(block, "id", str, where) or "",
             name=optional_field(block, "name", str, where) or "",
         )
+        caller = optional_field(block, "caller", dict, where)
+        if caller is not None:
+            call = asm.block(key)
+            if call is not None and hasattr(call, "caller"):  # not a forced output tool
+                call.caller = caller  # a programmatic call: its code run waits for it
         initial = optional_field(block, "input", dict, where)
         if initial:
             # Non-streaming proxies put the whole input here and send no deltas.
             asm.tool_call(key, json.dumps(initial, ensure_ascii=False))
     else:
-        skipped.add(key)
+        blocks.start(asm, key, block, btype)
 
 
 def _usage(asm: Assembler, usage: dict[str, Any] | None, event: str) -> None:
@@ -543,6 +457,9 @@ def _usage(asm: Assembler, usage: dict[str, Any] | None, event: str) -> None:
             details, "thinking_tokens", int, where + ".output_tokens_details"
         )
     asm.set_usage(**{k: v for k, v in values.items() if v is not None})
+    server = optional_field(usage, "server_tool_use", dict, where)
+    if server:
+        asm.set_server_tools(server_tool_counts(server))
 
 
 def _parse_response(asm: Assembler, obj: Any) -> None:
@@ -555,11 +472,15 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
         raise StreamFailure(error_from_vendor(vendor_type, message, extra_kinds=ERROR_TYPES))
     asm.set_response_id(optional_field(body, "id", str, "response"))
     asm.set_response_model(body.get("model"))
+    asm.set_container(body.get("container"))
     _usage(asm, optional_field(body, "usage", dict, "response"), "response")
-    skipped: set[int] = set()
+    blocks = BlockReader()
     for key, block in enumerate(required_field(body, "content", list, "response")):
-        _block_start(asm, skipped, key, as_object(block, f"response.content[{key}]"))
-        asm.end(key)
+        _block_start(asm, blocks, key, as_object(block, f"response.content[{key}]"))
+        if key in blocks.open:
+            blocks.stop(asm, key)
+        else:
+            asm.end(key)
     details = optional_field(body, "stop_details", dict, "response") or {}
     asm.set_stop_reason(
         optional_field(body, "stop_reason", str, "response"),
@@ -584,5 +505,7 @@ WIRE = WireAPI(
     parse_response=_parse_response,
     compat=Compat,
     controls=_CONTROLS,
+    server_tools=SERVER_TOOLS,
+    file_types=FILE_TYPES,
     output_mode=lambda model: "native" if _native_output(model) else "tool",
 )
