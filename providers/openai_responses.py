@@ -3,10 +3,11 @@ other servers that copy it.
 
 The answer is a list of output items, each streamed as `response.output_item.added`, deltas
 keyed by `output_index` (and `item_id`), then `response.output_item.done` holding the whole
-item. Item kinds we represent: `reasoning` (summary parts and/or raw `reasoning_text` parts,
-plus `encrypted_content`), `message` (`output_text` and `refusal` parts) and
-`function_call` (`call_id` + item `id`); server-side tools (web search, code interpreter,
-...) have no contract type and are skipped. The stream ends with `response.completed`,
+item. `reasoning` (summary parts and/or raw `reasoning_text` parts, plus
+`encrypted_content`), `message` (`output_text` and `refusal` parts, annotations as
+citations) and `function_call` (`call_id` + item `id`) are read here; every other item
+(vendor-run tools, built-in calls the caller runs, MCP approvals, unknown items) by
+`_responses_builtin`, never skipped. The stream ends with `response.completed`,
 `response.incomplete` (reason in `incomplete_details`) or `response.failed`; usage arrives
 only there, as one snapshot.
 
@@ -59,7 +60,6 @@ from stream_core import (
 )
 from stream_core.provider import (
     Assembler,
-    ProtocolError,
     StopRule,
     StreamFailure,
     Translator,
@@ -72,13 +72,29 @@ from stream_core.provider import (
     output_spec,
     parse_json,
     required_field,
+    server_tools_of,
     shape,
     vendor_error_fields,
 )
 
 from ._azure import azure_base_url, is_azure
+from ._responses_builtin_out import FILE_TYPES, SERVER_TOOLS, tool_objects
 from ._responses_input import convert_messages
-from ._responses_items import call_done, message_done, reasoning_done
+from ._responses_items import (
+    SERVER_DELTAS,
+    Items,
+    annotation_added,
+    call_done,
+    completed_items,
+    message_done,
+    other_added,
+    other_done,
+    part_added,
+    reasoning_done,
+    server_delta,
+    server_tool_usage,
+    usage,
+)
 
 API = "openai-responses"
 
@@ -106,15 +122,6 @@ _ERROR_KINDS: dict[str, ErrorKind] = {
     "server_is_overloaded": "overloaded",
     "slow_down": "rate_limit",
     "ResponsibleAIPolicyViolation": "content_filter",  # Azure's inner error code
-}
-
-# Our usage field <- where the Responses usage object holds it.
-_USAGE_PATHS: dict[str, tuple[str, ...]] = {
-    "input": ("input_tokens",),
-    "output": ("output_tokens",),
-    "cached": ("input_tokens_details", "cached_tokens"),
-    "cache_write": ("input_tokens_details", "cache_write_tokens"),
-    "reasoning": ("output_tokens_details", "reasoning_tokens"),
 }
 
 # Price factor of the service tier a response was billed at (OpenAI; Azure bills by
@@ -185,7 +192,9 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         payload["temperature"] = options.temperature
     if options.top_p is not None:
         payload["top_p"] = options.top_p
+    include: list[str] = []
     if context.tools:
+        hosted, include = tool_objects(server_tools_of(context.tools))
         payload["tools"] = [
             {
                 "type": "function",
@@ -195,7 +204,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                 "strict": False,
             }
             for t in function_tools_of(context.tools)
-        ]
+        ] + hosted
         if options.tool_choice is not None:
             payload["tool_choice"] = _tool_choice(options.tool_choice)
         if options.parallel_tool_calls is not None:
@@ -219,7 +228,10 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             payload["reasoning"] = reasoning
         if not payload["store"]:
             # Nothing is kept server-side: the reasoning comes back encrypted, to be resent.
-            payload["include"] = ["reasoning.encrypted_content"]
+            include.insert(0, "reasoning.encrypted_content")
+    if include:
+        # What the vendor-run tools' items must carry for their results to be read.
+        payload["include"] = include
     if options.session_id and options.cache_retention != "none":
         payload["prompt_cache_key"] = options.session_id
         if options.cache_retention == "long" and "api.openai.com" in model.base_url:
@@ -257,22 +269,6 @@ _MESSAGE, _REASONING, _CALL, _DONE = "message", "reasoning", "function_call", "d
 _TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed", "response.done")
 
 
-class _Items:
-    """Per-stream state: what each vendor output item is, keyed like the assembler's blocks."""
-
-    __slots__ = ("asm", "kinds", "parts", "seen")
-
-    def __init__(self, asm: Assembler) -> None:
-        self.asm = asm
-        self.kinds: dict[Hashable, str] = {}
-        """Item key -> kind; `_DONE` once its `output_item.done` came (later deltas ignored);
-        server-side items are absent."""
-        self.parts: dict[Hashable, tuple[str, int]] = {}
-        """Reasoning item key -> the part its last delta belonged to."""
-        self.seen = False
-        """An output item event arrived (else the terminal response's `output` is read)."""
-
-
 # The events many a second, read in one call each.
 _DELTA_EVENTS = frozenset(
     {
@@ -289,7 +285,7 @@ _DELTA = shape(
 
 
 def _translator(asm: Assembler) -> Translator:
-    items = _Items(asm)
+    items = Items(asm)
     kinds = items.kinds
 
     def on_event(event: str, data: str) -> None:
@@ -334,6 +330,12 @@ def _translator(asm: Assembler) -> Translator:
                 asm.set_response_id(optional_field(response, "id", str, f"{kind}.response"))
         elif kind in _TERMINAL_EVENTS:
             _terminal(items, required_field(obj, "response", dict, kind), kind)
+        elif kind == "response.output_text.annotation.added":
+            annotation_added(items, obj)
+        elif kind == "response.content_part.added":
+            part_added(items, obj)
+        elif kind in SERVER_DELTAS:
+            server_delta(items, kind, obj)
         elif kind == "error":
             _error_event(obj)
 
@@ -348,7 +350,7 @@ def _item_key(obj: dict[str, Any], item: dict[str, Any], where: str) -> Hashable
     return item_id if item_id is not None else 0
 
 
-def _reasoning_delta(items: _Items, key: Hashable, part: tuple[str, int], delta: str) -> None:
+def _reasoning_delta(items: Items, key: Hashable, part: tuple[str, int], delta: str) -> None:
     asm = items.asm
     items.seen = True
     last = items.parts.get(key)
@@ -360,7 +362,7 @@ def _reasoning_delta(items: _Items, key: Hashable, part: tuple[str, int], delta:
     asm.thinking(key, delta)
 
 
-def _item_added(items: _Items, key: Hashable, item: dict[str, Any]) -> None:
+def _item_added(items: Items, key: Hashable, item: dict[str, Any]) -> None:
     where = "response.output_item.added.item"
     itype = optional_field(item, "type", str, where)
     items.seen = True
@@ -384,9 +386,11 @@ def _item_added(items: _Items, key: Hashable, item: dict[str, Any]) -> None:
     elif itype in (_MESSAGE, _REASONING):
         # Blocks start at their first text, so an item with none leaves no empty block.
         items.kinds[key] = itype
+    else:
+        other_added(items, key, item, itype)
 
 
-def _item_done(items: _Items, key: Hashable, item: dict[str, Any]) -> None:
+def _item_done(items: Items, key: Hashable, item: dict[str, Any]) -> None:
     """The whole item: text that never streamed is added (a server that sends only finished
     items, or the non-streamed answer), then the block ends with what goes back to the
     vendor."""
@@ -397,18 +401,21 @@ def _item_done(items: _Items, key: Hashable, item: dict[str, Any]) -> None:
     if kinds.get(key) == _DONE:
         return
     if itype == _MESSAGE:
-        message_done(items.asm, key, item, where)
+        message_done(items.asm, key, item, where, cite=key not in items.cited)
     elif itype == _REASONING:
-        reasoning_done(items.asm, key, item, where)
+        block = reasoning_done(items.asm, key, item, where)
+        item_id = item.get("id")
+        if block is not None and isinstance(item_id, str) and item_id:
+            items.by_id[item_id] = block
     elif itype == _CALL:
         call_done(items.asm, key, item, where)
     else:
-        return
+        other_done(items, key, item, itype, where)
     kinds[key] = _DONE
     items.parts.pop(key, None)
 
 
-def _terminal(items: _Items, response: dict[str, Any], kind: str) -> None:
+def _terminal(items: Items, response: dict[str, Any], kind: str) -> None:
     asm = items.asm
     where = f"{kind}.response"
     asm.set_response_id(optional_field(response, "id", str, where))
@@ -422,13 +429,17 @@ def _terminal(items: _Items, response: dict[str, Any], kind: str) -> None:
             prices = asm.model.prices
             scaled = {k: v * factor for k, v in prices.model_dump().items() if v is not None}
             asm.model = asm.model.model_copy(update={"prices": prices.model_copy(update=scaled)})
+    output = optional_field(response, "output", list, where) or []
     if not items.seen:
         # Nothing streamed (a server that sends only the final response): read it whole.
-        for index, raw in enumerate(optional_field(response, "output", list, where) or ()):
+        for index, raw in enumerate(output):
             _item_done(items, ("output", index), as_object(raw, f"{where}.output[]"))
-    usage = optional_field(response, "usage", dict, where)
-    if usage is not None:
-        _usage(asm, usage)
+    elif items.by_id:
+        completed_items(items, output)
+    counts = optional_field(response, "usage", dict, where)
+    if counts is not None:
+        usage(asm, counts)
+    server_tool_usage(items, response, counts)
     status = optional_field(response, "status", str, where)
     if kind == "response.failed" or status in ("failed", "cancelled"):
         raise StreamFailure(_failure(response, status or "failed", where))
@@ -469,31 +480,6 @@ def _error_event(obj: dict[str, Any]) -> None:
     )
 
 
-def _find(usage: dict[str, Any], path: tuple[str, ...]) -> int | None:
-    """The count at `path`, or None when absent; a count of another JSON type ends the
-    stream `protocol`, naming it, as on every API (never a silent 0)."""
-    value: Any = usage
-    for part in path:
-        value = value.get(part) if type(value) is dict else None
-    if value is None or type(value) is int:
-        return value
-    raise ProtocolError(f"usage.{'.'.join(path)} is {type(value).__name__}, not an integer")
-
-
-def _usage(asm: Assembler, usage: dict[str, Any]) -> None:
-    got = {name: _find(usage, path) for name, path in _USAGE_PATHS.items()}
-    if got["input"] is None and got["output"] is None:
-        return
-    cached, cache_write = got["cached"] or 0, got["cache_write"] or 0
-    asm.set_usage(
-        input=max(0, (got["input"] or 0) - cached - cache_write),
-        output=got["output"] or 0,
-        cache_read=cached,
-        cache_write=cache_write,
-        reasoning=got["reasoning"] or 0,
-    )
-
-
 def _parse_response(asm: Assembler, obj: Any) -> None:
     """The non-streamed answer: one `response` object with every output item finished."""
     response = as_object(obj, "response")
@@ -504,7 +490,7 @@ def _parse_response(asm: Assembler, obj: Any) -> None:
         raise StreamFailure(
             StreamError(kind="protocol", message="the JSON answer is not a Responses object")
         )
-    items = _Items(asm)
+    items = Items(asm)
     asm.set_response_id(optional_field(response, "id", str, "response"))
     kind = "response.completed"
     status = optional_field(response, "status", str, "response")
@@ -564,4 +550,6 @@ WIRE = WireAPI(
     extra=_EXTRA,
     extra_types=_EXTRA_TYPES,
     output_mode=lambda model: "native",
+    server_tools=SERVER_TOOLS,
+    file_types=FILE_TYPES,
 )

@@ -1,0 +1,295 @@
+"""Blocks back to Responses input items, and `ServerTool`s as tool objects: the way back
+of `_responses_builtin` (whose tables it reads). Vendor-run items go back verbatim from
+`raw`; caller-run built-in calls as their item and their result as the output item of
+that type; approvals as `mcp_approval_response`; files as `input_file`; citations as
+`output_text` annotations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from stream_core import (
+    ApprovalRequest,
+    ApprovalResponse,
+    Citation,
+    FileContent,
+    ServerTool,
+    ServerToolCall,
+    ServerToolResult,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    VendorContent,
+)
+
+from ._responses_builtin import API, CLIENT_CALLS
+
+FILE_TYPES = frozenset(
+    {
+        "application/pdf",
+        "text/plain",
+        "text/markdown",
+        "text/html",
+        "text/csv",
+        "text/xml",
+        "application/json",
+        "application/xml",
+        "application/msword",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/vnd.ms-excel",
+        "text/tab-separated-values",
+    }
+)
+"""Media types a `FileContent` may have in a request (Responses `input_file`: PDFs, text
+and code, Office documents and spreadsheets, per OpenAI's file-inputs guide)."""
+
+
+# --- blocks -> input items (request) --------------------------------------------------------
+
+
+def assistant_block_item(b: Any) -> dict[str, Any] | None:
+    """The input item a vendor-run block of an assistant turn goes back as (None: nothing
+    to send). Raises for a block that cannot go back to this API."""
+    if isinstance(b, ServerToolCall):
+        if b.raw is None:
+            raise ValueError(
+                f"openai-responses: ServerToolCall {b.id!r} ({b.name}) has no vendor item "
+                "(`raw`) to send back; a call this API made always has one"
+            )
+        return b.raw
+    if isinstance(b, ServerToolResult):
+        # raw None: a reading of the call's own item, which goes back with the call.
+        return b.raw
+    if isinstance(b, ApprovalRequest):
+        if b.raw is not None:
+            return b.raw
+        return {
+            "type": "mcp_approval_request",
+            "id": b.id,
+            "name": b.name,
+            "server_label": b.server or "",
+            "arguments": json.dumps(b.arguments, ensure_ascii=False),
+        }
+    if isinstance(b, VendorContent):
+        if b.api != API:
+            raise ValueError(
+                f"openai-responses cannot take a {b.api} vendor block ({b.vendor_type})"
+            )
+        return b.data
+    if isinstance(b, FileContent):
+        if b.call_id:
+            # Made by a server call (an image generation): its item, resent with the call,
+            # holds the file; resending it as input would duplicate it.
+            return None
+        raise ValueError(
+            "openai-responses: an assistant message cannot carry a FileContent the vendor "
+            "did not make (put the file in a user message)"
+        )
+    raise ValueError(f"openai-responses cannot send a {type(b).__name__} in an assistant turn")
+
+
+def builtin_call_item(b: ToolCall) -> dict[str, Any]:
+    """A caller-run built-in call as its item (the vendor's own, with the call id sent)."""
+    assert b.builtin is not None
+    if b.raw is not None:
+        item = dict(b.raw)
+    else:
+        _, field, _ = CLIENT_CALLS.get(b.builtin, (None, "arguments", ""))
+        value: Any = b.arguments
+        if b.builtin == "custom_tool_call":
+            value = b.arguments.get("input", "")
+            item = {"type": b.builtin, "name": b.name}
+        else:
+            item = {"type": b.builtin}
+        item[field] = value
+        item.setdefault("status", "completed")
+    item["call_id"] = b.id
+    return item
+
+
+def output_item(call: ToolCall, m: ToolResultMessage) -> dict[str, Any]:
+    """The result of a caller-run built-in call as the output item its type requires.
+
+    Convention: the result's text is the output; for a shell call, `details` may be a dict
+    with `stdout`, `stderr` and `exit_code` (or `output`: the vendor's chunks verbatim), else
+    the text is stdout and the exit code is 1 for an error result, 0 otherwise; for a client
+    tool search, `details` holds `{"tools": [...]}` (or the text is that JSON list)."""
+    builtin = call.builtin
+    text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
+    details = m.details if isinstance(m.details, dict) else {}
+    if builtin == "local_shell_call":
+        return {"type": "local_shell_call_output", "call_id": m.tool_call_id, "output": text}
+    if builtin == "shell_call":
+        chunks = details.get("output")
+        if not isinstance(chunks, list):
+            code = details.get("exit_code")
+            chunks = [
+                {
+                    "stdout": str(details.get("stdout", text)),
+                    "stderr": str(details.get("stderr", "")),
+                    "outcome": {
+                        "type": "exit",
+                        "exit_code": code if type(code) is int else (1 if m.is_error else 0),
+                    },
+                }
+            ]
+        item: dict[str, Any] = {
+            "type": "shell_call_output",
+            "call_id": m.tool_call_id,
+            "output": chunks,
+        }
+        action = (call.raw or {}).get("action")
+        limit = action.get("max_output_length") if isinstance(action, dict) else None
+        if type(limit) is int:
+            item["max_output_length"] = limit
+        return item
+    if builtin == "apply_patch_call":
+        return {
+            "type": "apply_patch_call_output",
+            "call_id": m.tool_call_id,
+            "status": "failed" if m.is_error else "completed",
+            "output": text,
+        }
+    if builtin == "custom_tool_call":
+        return {"type": "custom_tool_call_output", "call_id": m.tool_call_id, "output": text}
+    if builtin == "tool_search_call":
+        tools = details.get("tools")
+        if not isinstance(tools, list):
+            try:
+                tools = json.loads(text)
+            except ValueError:
+                tools = None
+        if not isinstance(tools, list):
+            raise ValueError(
+                f"openai-responses: the result of tool search call {m.tool_call_id!r} needs "
+                "the tools it found: details={'tools': [...]} or a JSON list as its text"
+            )
+        return {
+            "type": "tool_search_output",
+            "call_id": m.tool_call_id,
+            "execution": "client",
+            "status": "completed",
+            "tools": tools,
+        }
+    raise ValueError(f"openai-responses: no output item is known for a {builtin} call")
+
+
+def user_item(b: Any) -> dict[str, Any] | None:
+    """A user-message block that goes as an item of its own (None: a content part)."""
+    if isinstance(b, ApprovalResponse):
+        item: dict[str, Any] = {
+            "type": "mcp_approval_response",
+            "approval_request_id": b.request_id,
+            "approve": b.approve,
+        }
+        if b.reason is not None:
+            item["reason"] = b.reason
+        return item
+    if isinstance(b, VendorContent):
+        if b.api != API:
+            raise ValueError(
+                f"openai-responses cannot take a {b.api} vendor block ({b.vendor_type})"
+            )
+        return b.data
+    return None
+
+
+def file_part(b: FileContent) -> dict[str, Any]:
+    """A file in a user message or tool result as an `input_file` part."""
+    part: dict[str, Any] = {"type": "input_file"}
+    if b.file_id:
+        part["file_id"] = b.file_id
+    elif b.data is not None:
+        part["filename"] = b.name or "file"
+        part["file_data"] = f"data:{b.mime_type};base64,{b.data}"
+    else:
+        part["file_url"] = b.url
+    return part
+
+
+def annotation(c: Citation) -> dict[str, Any]:
+    """A citation as the `output_text` annotation it came as (spans from the citation)."""
+    if c.raw is not None:
+        out = dict(c.raw)
+    elif c.url:
+        out = {"type": "url_citation", "url": c.url, "title": c.title or ""}
+    else:
+        out = {"type": "file_citation", "file_id": c.file_id or "", "filename": c.filename or ""}
+    if "index" in out and c.start is not None:
+        out["index"] = c.start
+    elif c.start is not None and c.end is not None:
+        out["start_index"], out["end_index"] = c.start, c.end
+    return out
+
+
+# --- ServerTool -> tool objects (request) ---------------------------------------------------
+
+
+def _web_search(t: ServerTool) -> dict[str, Any]:
+    tool: dict[str, Any] = {"type": "web_search"}
+    if t.allowed_domains:
+        tool["filters"] = {"allowed_domains": list(t.allowed_domains)}
+    if t.blocked_domains:
+        raise ValueError(
+            "openai-responses web_search takes allowed_domains only, not blocked_domains"
+        )
+    if t.user_location is not None:
+        tool["user_location"] = {"type": "approximate", **t.user_location.model_dump()}
+    return tool
+
+
+def _file_search(t: ServerTool) -> dict[str, Any]:
+    ids = t.options.get("vector_store_ids")
+    if not ids:
+        raise ValueError(
+            "openai-responses file_search needs the vector stores to search: "
+            "ServerTool(kind='file_search', options={'vector_store_ids': [...]})"
+        )
+    tool: dict[str, Any] = {"type": "file_search", "vector_store_ids": ids}
+    if t.max_uses is not None:
+        tool["max_num_results"] = t.max_uses
+    return tool
+
+
+def _code_interpreter(t: ServerTool) -> dict[str, Any]:
+    return {"type": "code_interpreter", "container": {"type": "auto"}}
+
+
+def _image_generation(t: ServerTool) -> dict[str, Any]:
+    return {"type": "image_generation"}
+
+
+SERVER_TOOLS: dict[str, Callable[[ServerTool], dict[str, Any]]] = {
+    "web_search": _web_search,
+    "file_search": _file_search,
+    "code_execution": _code_interpreter,
+    "image_generation": _image_generation,
+}
+"""`ServerTool.kind` -> the Responses tool object (`WireAPI.server_tools`)."""
+
+_INCLUDES = {
+    "web_search": "web_search_call.action.sources",
+    "file_search": "file_search_call.results",
+    "code_interpreter": "code_interpreter_call.outputs",
+}
+"""Tool type -> the `include` entry that makes its item carry its results."""
+
+
+def tool_objects(tools: list[ServerTool]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The tool objects for `tools`, and the `include` entries their results need."""
+    out: list[dict[str, Any]] = []
+    include: list[str] = []
+    for t in tools:
+        if t.kind == "native":
+            obj = dict(t.tool or {})
+        else:
+            obj = {**SERVER_TOOLS[t.kind](t), **t.options}
+        out.append(obj)
+        extra = _INCLUDES.get(str(obj.get("type")))
+        if extra and extra not in include:
+            include.append(extra)
+    return out, include
