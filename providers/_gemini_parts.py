@@ -134,42 +134,13 @@ SERVER_TOOLS = {
 """Portable kind -> Gemini tool object (`WireAPI.server_tools`); options go inside."""
 
 FILE_TYPES = frozenset(
-    {
-        # Documents (PDF read with vision; the text types as plain text).
-        "application/pdf",
-        "text/plain",
-        "text/html",
-        "text/css",
-        "text/csv",
-        "text/xml",
-        "text/rtf",
-        "text/md",
-        "text/javascript",
-        "application/x-javascript",
-        "text/x-python",
-        "application/x-python",
-        # Images, audio and video.
-        "image/png",
-        "image/jpeg",
-        "image/webp",
-        "image/heic",
-        "image/heif",
-        "audio/wav",
-        "audio/mp3",
-        "audio/aiff",
-        "audio/aac",
-        "audio/ogg",
-        "audio/flac",
-        "video/mp4",
-        "video/mpeg",
-        "video/mov",
-        "video/avi",
-        "video/x-flv",
-        "video/mpg",
-        "video/webm",
-        "video/wmv",
-        "video/3gpp",
-    }
+    # Documents (a PDF read with vision, the text types as text), images, audio, video.
+    """application/pdf text/plain text/html text/css text/csv text/xml text/rtf text/md
+    text/javascript application/x-javascript text/x-python application/x-python
+    image/png image/jpeg image/webp image/heic image/heif
+    audio/wav audio/mp3 audio/aiff audio/aac audio/ogg audio/flac
+    video/mp4 video/mpeg video/mov video/avi video/x-flv video/mpg video/webm video/wmv
+    video/3gpp""".split()
 )
 """Media types Google's docs list for `inlineData` / `fileData` input."""
 
