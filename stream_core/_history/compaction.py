@@ -2,9 +2,9 @@
 summary, and the replacement itself.
 
 The cut never separates a tool call from its result (every vendor rejects the next request
-if one is missing), never drops the last user turn, and leaves the system prompt alone (it
-lives on the `Context`, not in the messages). Sizes are the existing estimates
-(`estimate_message_tokens`).
+if one is missing), nor a server tool call from its result in a later message, never drops
+the last user turn, and leaves the system prompt alone (it lives on the `Context`, not in
+the messages). Sizes are the existing estimates (`estimate_message_tokens`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from .._types import (
     CustomMessage,
     Message,
     ModelMessage,
+    ServerToolCall,
+    ServerToolResult,
     ToolResultMessage,
     UserMessage,
     expand_message,
@@ -31,10 +33,10 @@ __all__ = ["compact", "compaction_cut"]
 def compaction_cut(messages: Sequence[Message], keep_tokens: int) -> int:
     """The index to cut `messages` at: `messages[:i]` may be summarized, `messages[i:]` are
     kept. The kept part is the longest tail that fits `keep_tokens` (estimated), moved
-    earlier until no tool call is kept without its results nor a result without its call,
-    and never later than the last user message. A record of a registered role counts as
-    what it is sent as (`to_messages()`): a call or a result. Linear in the history.
-    0: nothing can be cut."""
+    earlier until no tool call is kept without its results nor a result without its call
+    (server tool calls and their results included), and never later than the last user
+    message. A record of a registered role counts as what it is sent as (`to_messages()`):
+    a call or a result. Linear in the history. 0: nothing can be cut."""
     if isinstance(keep_tokens, bool) or not isinstance(keep_tokens, int) or keep_tokens < 0:
         raise ValueError(f"keep_tokens must be an int of at least 0, not {keep_tokens!r}")
     cut = len(messages)
@@ -72,11 +74,15 @@ def _pair_reach(sent: list[list[ModelMessage]]) -> list[int]:
     pass to find each call id's first message, one for the results, one for the suffix
     minimum."""
     first_call: dict[str, int] = {}
+    first_server_call: dict[str, int] = {}
     for i, forms in enumerate(sent):
         for form in forms:
             if isinstance(form, AssistantMessage):
                 for call in form.tool_calls():
                     first_call.setdefault(call.id, i)
+                for block in form.content:
+                    if isinstance(block, ServerToolCall):
+                        first_server_call.setdefault(block.id, i)
     n = len(sent)
     reach = [n] * (n + 1)
     for i, forms in enumerate(sent):
@@ -85,6 +91,14 @@ def _pair_reach(sent: list[list[ModelMessage]]) -> list[int]:
                 at = first_call.get(form.tool_call_id, n)
                 if at < i:
                     reach[i] = min(reach[i], at)
+            elif first_server_call and isinstance(form, AssistantMessage):
+                # A server result in a later message than its call (a paused turn
+                # continued): the vendor needs both, so they are kept or cut together.
+                for block in form.content:
+                    if isinstance(block, ServerToolResult):
+                        at = first_server_call.get(block.call_id, n)
+                        if at < i:
+                            reach[i] = min(reach[i], at)
     for k in range(n - 1, -1, -1):
         reach[k] = min(reach[k], reach[k + 1])
     return reach

@@ -13,12 +13,15 @@ from typing import Any
 
 from .._tools import repair_tool_pairs
 from .._types import (
+    ApprovalRequest,
     ApprovalResponse,
     AssistantContent,
     AssistantMessage,
     Context,
     CustomMessage,
     ModelMessage,
+    ServerToolCall,
+    ServerToolResult,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -37,6 +40,7 @@ __all__ = [
     "is_same_model",
     "prepare_messages",
     "sanitize_surrogates",
+    "server_pair_text",
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -151,10 +155,13 @@ def prepare_messages(
     hold some). The context is never mutated: changed messages and blocks are copies.
     """
     ids = _IdMap(normalize_id)
+    approvals: set[str] = set()  # the approval requests sent as the vendor's own items
     out: list[ModelMessage] = []
     for turn, message in enumerate(expand_messages(context.messages, "context.messages")):
         if isinstance(message, AssistantMessage):
-            out.append(_prepare_assistant(message, turn, ids, api, provider, model_id))
+            prepared = _prepare_assistant(message, turn, ids, api, provider, model_id)
+            approvals.update(b.id for b in prepared.content if isinstance(b, ApprovalRequest))
+            out.append(prepared)
         elif isinstance(message, ToolResultMessage):
             sent = ids.for_result(message.tool_call_id)
             if sent is None:
@@ -164,9 +171,11 @@ def prepare_messages(
                 continue
             if sent != message.tool_call_id:
                 message = message.model_copy(update={"tool_call_id": sent})
-            out.append(_prepare_user(message, api))
+            out.append(_prepare_user(message, api, approvals))
+        elif isinstance(message, UserMessage):
+            out.append(_prepare_user(message, api, approvals))
         else:
-            out.append(_prepare_user(message, api) if isinstance(message, UserMessage) else message)
+            out.append(message)
     # The repair adds built-in messages only.
     return [m for m in repair_tool_pairs(out).messages if not isinstance(m, CustomMessage)]
 
@@ -178,6 +187,9 @@ def _prepare_assistant(
     same_api = message.api == api and message.provider == provider
     content: list[AssistantContent] = []
     changed = False
+    # Server calls handed over as text: call id -> (position of that text, the call), so
+    # the result that follows joins it in one compact note.
+    as_text: dict[str, tuple[int, ServerToolCall]] = {}
     for block in message.content:
         if isinstance(block, ThinkingContent):
             if same:
@@ -216,13 +228,27 @@ def _prepare_assistant(
         else:
             # A server call, result, approval request, generated file or vendor block:
             # text another vendor can read, keeping the sources.
-            text = block.as_text()
-            if text:
-                content.append(TextContent(text=text))
             changed = True
+            if isinstance(block, ServerToolResult) and block.call_id in as_text:
+                at, call = as_text.pop(block.call_id)
+                content[at] = TextContent(text=server_pair_text(call, block))
+                continue
+            if isinstance(block, ServerToolCall) and block.id:
+                as_text[block.id] = (len(content), block)
+            content.append(TextContent(text=block.as_text()))
     if not changed:
         return message
     return message.model_copy(update={"content": content})
+
+
+def server_pair_text(call: ServerToolCall, result: ServerToolResult) -> str:
+    """A server call and its result as one note for another vendor: what was run, with
+    what, and what came back (sources as `title <url>`, output, exit code)."""
+    head = call.as_text()[: -len("]")]
+    if result.is_error:
+        head += " (error)"
+    lines = result.as_text().split("\n")[1:]  # the result's own header is the call's
+    return "\n".join([head + "]", *lines])
 
 
 def cited_text(block: TextContent) -> str:
@@ -243,9 +269,12 @@ def cited_text(block: TextContent) -> str:
     return block.text + " [sources: " + "; ".join(lines) + "]"
 
 
-def _prepare_user(message: UserMessage | ToolResultMessage, api: str) -> ModelMessage:
-    """Vendor blocks of another API, and approval answers no vendor here asked for,
-    become text."""
+def _prepare_user(
+    message: UserMessage | ToolResultMessage, api: str, approvals: set[str]
+) -> ModelMessage:
+    """Vendor blocks of another API, and approval answers to no request sent as the
+    vendor's own item (`approvals`: asked by another vendor, or by none here), become
+    text."""
     if isinstance(message.content, str):
         return message
     if not any(isinstance(b, (VendorContent, ApprovalResponse)) for b in message.content):
@@ -254,7 +283,9 @@ def _prepare_user(message: UserMessage | ToolResultMessage, api: str) -> ModelMe
     for b in message.content:
         if isinstance(b, VendorContent) and b.api != api:
             content.append(TextContent(text=b.as_text()))
-        elif isinstance(b, ApprovalResponse) and api not in APPROVAL_APIS:
+        elif isinstance(b, ApprovalResponse) and (
+            api not in APPROVAL_APIS or b.request_id not in approvals
+        ):
             content.append(TextContent(text=b.as_text()))
         else:
             content.append(b)
