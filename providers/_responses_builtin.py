@@ -90,8 +90,9 @@ _INPUT_FIELDS: dict[str, tuple[str, ...]] = {
     "shell_call": ("action",),
     "program": ("code",),
 }
-"""A server call's input: these fields of its item (one field: its value; several: an
-object of those present). `mcp_call` (and xAI's `web_search_call`) hold JSON `arguments`."""
+"""A server call's input: these fields of its item, as an object of those present (an
+object field alone, `action` or `arguments`: that object). `mcp_call` (and xAI's
+`web_search_call`) hold JSON `arguments`."""
 
 USAGE_KINDS: dict[str, str] = {
     # OpenAI `response.tool_usage.<tool>.num_requests`
@@ -147,9 +148,8 @@ def _server_input(item: dict[str, Any], itype: str) -> Any:
     if isinstance(arguments, str) and itype != "tool_search_call":
         return _json_or_text(arguments) if arguments else {}
     fields = _INPUT_FIELDS.get(itype, ())
-    if len(fields) == 1:
-        value = item.get(fields[0])
-        return value if value is not None else {}
+    if len(fields) == 1 and isinstance(item.get(fields[0]), dict):
+        return item[fields[0]]  # an `action` or `arguments` object
     return {f: item[f] for f in fields if item.get(f) is not None}
 
 

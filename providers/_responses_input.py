@@ -11,6 +11,7 @@ from typing import Any
 from stream_core import (
     AssistantMessage,
     Context,
+    FileContent,
     ImageContent,
     Model,
     TextContent,
@@ -24,6 +25,15 @@ from stream_core.provider import (
     TOOL_ERROR_PREFIX,
     id_normalizer,
     prepare_messages,
+)
+
+from ._responses_builtin_out import (
+    annotation,
+    assistant_block_item,
+    builtin_call_item,
+    file_part,
+    output_item,
+    user_item,
 )
 
 __all__ = ["convert_messages"]
@@ -40,6 +50,8 @@ def convert_messages(model: Model, context: Context, api: str) -> list[dict[str,
     messages = prepare_messages(
         context, api=api, provider=model.provider, model_id=model.id, normalize_id=_normalize_id
     )
+    builtins: dict[str, ToolCall] = {}
+    """Caller-run built-in calls by id: their results go back as their own item type."""
     for m in messages:
         if isinstance(m, UserMessage):
             if isinstance(m.content, str):
@@ -48,13 +60,35 @@ def convert_messages(model: Model, context: Context, api: str) -> list[dict[str,
                         {"role": "user", "content": [{"type": "input_text", "text": m.content}]}
                     )
             else:
-                parts = _input_parts(m.content, vision=vision)
-                if parts:
-                    out.append({"role": "user", "content": parts})
+                out += _user_items(m.content, vision=vision)
         elif isinstance(m, AssistantMessage):
             out += _assistant_items(m)
+            builtins.update((b.id, b) for b in m.content if isinstance(b, ToolCall) and b.builtin)
+        elif m.tool_call_id in builtins:
+            out.append(output_item(builtins[m.tool_call_id], m))
         else:
             out.append(_tool_output(m, vision=vision))
+    return out
+
+
+def _user_items(content: Sequence[object], *, vision: bool) -> list[dict[str, Any]]:
+    """A user message's blocks: content parts in one message, except approval answers and
+    the API's own items, which are items of their own (in order)."""
+    out: list[dict[str, Any]] = []
+    run: list[object] = []
+    for b in content:
+        item = user_item(b)
+        if item is None:
+            run.append(b)
+            continue
+        parts = _input_parts(run, vision=vision)
+        if parts:
+            out.append({"role": "user", "content": parts})
+        run = []
+        out.append(item)
+    parts = _input_parts(run, vision=vision)
+    if parts:
+        out.append({"role": "user", "content": parts})
     return out
 
 
@@ -64,6 +98,8 @@ def _input_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
         if isinstance(b, TextContent):
             if b.text.strip():
                 parts.append({"type": "input_text", "text": b.text})
+        elif isinstance(b, FileContent):
+            parts.append(file_part(b))
         elif not isinstance(b, ImageContent):
             continue  # a block of a type we do not know: kept in the history, never sent
         elif vision:
@@ -83,8 +119,8 @@ def _tool_output(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
     text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
     has_image = any(isinstance(b, ImageContent) for b in m.content)
     output: str | list[dict[str, Any]]
-    if has_image and vision:
-        output = _input_parts(m.content, vision=True)
+    if (has_image and vision) or any(isinstance(b, FileContent) for b in m.content):
+        output = _input_parts(m.content, vision=vision)
     else:
         output = text or ("(see attached image)" if has_image else "(no output)")
     if m.is_error:
@@ -115,20 +151,23 @@ def _assistant_items(m: AssistantMessage) -> list[dict[str, Any]]:
             if not b.text.strip():
                 continue
             signature = _text_signature(b.text_signature) if with_ids else {}
-            if signature.get("id"):
-                message: dict[str, Any] = {
-                    "type": "message",
-                    "role": "assistant",
-                    "id": signature["id"],
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": b.text, "annotations": []}],
-                }
+            if signature.get("id") or b.citations:
+                # The citations go back as the annotations they came as.
+                notes = [annotation(c) for c in b.citations or ()]
+                message: dict[str, Any] = {"type": "message", "role": "assistant"}
+                if signature.get("id"):
+                    message["id"] = signature["id"]
+                message["status"] = "completed"
+                message["content"] = [{"type": "output_text", "text": b.text, "annotations": notes}]
                 if signature.get("phase"):
                     message["phase"] = signature["phase"]
                 items.append(message)
             else:
                 items.append({"role": "assistant", "content": b.text})
         elif isinstance(b, ToolCall):
+            if b.builtin:
+                items.append(builtin_call_item(b))
+                continue
             call: dict[str, Any] = {
                 "type": "function_call",
                 "call_id": b.id,
@@ -137,7 +176,16 @@ def _assistant_items(m: AssistantMessage) -> list[dict[str, Any]]:
             }
             if with_ids and b.thought_signature:
                 call["id"] = b.thought_signature
+            namespace = (b.raw or {}).get("namespace")
+            if isinstance(namespace, str):
+                call["namespace"] = namespace
+            if b.caller is not None:
+                call["caller"] = b.caller  # a program's call: the program waits for it
             items.append(call)
+        else:
+            item = assistant_block_item(b)
+            if item is not None:
+                items.append(item)
     return items
 
 

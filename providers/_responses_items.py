@@ -144,6 +144,12 @@ def call_done(asm: Assembler, key: Hashable, item: dict[str, Any], where: str) -
     item_id = optional_field(item, "id", str, where)
     if item_id and isinstance(block, ToolCall):
         block.thought_signature = item_id
+    caller = optional_field(item, "caller", dict, where)
+    if isinstance(block, ToolCall) and (caller is not None or "namespace" in item):
+        # A call made by a program (`caller: {type: program, caller_id}`), or one of a
+        # namespace (tool search): both go back with it.
+        block.caller = caller
+        block.raw = item
     asm.end(key)
 
 
