@@ -75,7 +75,8 @@ def check_modern(message: AssistantMessage, expect: dict[str, Any]) -> None:
     for name in MODERN_FIELDS:
         if name in expect and expect[name] is not None:
             problems += _CHECKS[name](message, expect[name])
-    assert not problems, "modern fields not kept:\n- " + "\n- ".join(problems)
+    if problems:
+        raise AssertionError("modern fields not kept:\n- " + "\n- ".join(problems))
 
 
 # --- comparing vendor values ---------------------------------------------------------------
