@@ -13,6 +13,9 @@ neutral transcript by a reader per target API, then checked by the same rules fo
 - another model's thinking arrives as text, its signatures and redacted payloads do not;
   the same model's signatures come back verbatim;
 - images reach a vision model and become a note for a text-only one.
+
+The modern column (server tools, citations, files, approvals, vendor blocks, built-in
+calls: issue 35) is `test_modern_handoff_matrix`, on these sources, readers and capture.
 """
 
 from __future__ import annotations
