@@ -26,6 +26,8 @@ table of each (read by the translator in `providers/bedrock.py`, the request bui
 - Any other block start or delta member is kept as a `VendorContent` whose `data` is the
   Converse `ContentBlock` the deltas build (strings joined, lists extended, objects merged),
   sent back unchanged to this API.
+
+`stream_block` and `usage_record` write the same shapes for `vendor_bytes`.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ __all__ = [
     "FILE_TYPES",
     "SERVER_TOOLS",
     "SYSTEM_TOOLS",
+    "USAGE_FIELDS",
     "BlockReader",
     "assistant_block",
     "citation_of",
@@ -73,6 +76,8 @@ __all__ = [
     "read_block",
     "server_tool_counts",
     "server_tool_objects",
+    "usage_record",
+    "stream_block",
     "text_block",
     "user_block",
 ]
@@ -98,11 +103,20 @@ FILE_TYPES = frozenset(DOCUMENT_FORMATS)
 _EXTENSIONS = frozenset(DOCUMENT_FORMATS.values())
 _IMAGE_TYPES = {fmt: mime for mime, fmt in BEDROCK_IMAGE_FORMATS.items() if mime != "image/jpg"}
 
+USAGE_FIELDS: dict[str, str] = {
+    "input": "inputTokens",
+    "output": "outputTokens",
+    "cache_read": "cacheReadInputTokens",
+    "cache_write": "cacheWriteInputTokens",
+}
+"""Our usage field <- Converse's (one snapshot, in `metadata`)."""
+
 SYSTEM_TOOLS: dict[str, str] = {
     "nova_grounding": "web_search",
     "nova_code_interpreter": "code_execution",
 }
 """Amazon Nova's system tools (the `systemTool` names AWS documents) -> portable kind."""
+_SYSTEM_NAMES = {kind: name for name, kind in SYSTEM_TOOLS.items()}
 _NOVA = "amazon.nova"
 """What the id of a model that runs Nova's system tools holds."""
 
@@ -527,3 +541,58 @@ class BlockReader:
         """The message stopped: blocks still open end (an image is only added at its end)."""
         for key in [*self._kind, *self._side]:
             self.stop(key)
+
+
+# --- as Converse streams them (for `vendor_bytes`) ---------------------------------------------
+
+
+def stream_block(block: object) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A block of a `block_*` kind as Converse streams it: its `contentBlockStart.start`
+    (None: it has none) and its `contentBlockDelta.delta`s; ValueError naming a block
+    Converse cannot say (the translator reads each back to the same block)."""
+    if isinstance(block, ServerToolCall):
+        if block.kind != SYSTEM_TOOLS.get(block.name):
+            raise ValueError(
+                f"{API} says a server tool call only as one of Nova's system tools "
+                f"({', '.join(SYSTEM_TOOLS)} with their kinds), not {block.name!r} of kind "
+                f"{block.kind!r}"
+            )
+        start = {k: v for k, v in (block.raw or {}).items() if k != "input"}
+        start.update(toolUseId=block.id, name=block.name, type="server_tool_use")
+        arguments = json.dumps(block.input, ensure_ascii=False)
+        return {"toolUse": start}, [{"toolUse": {"input": arguments}}]
+    if isinstance(block, ServerToolResult):
+        raw = block.raw or {}
+        content = raw.get("content")
+        if not isinstance(content, list):
+            code = block.exit_code
+            output = {
+                "stdOut": block.text,
+                "stdErr": "",
+                "exitCode": code,
+                "isError": block.is_error,
+            }
+            content = [{"json": output}] if code is not None else [{"text": block.text}]
+        start = {k: v for k, v in raw.items() if k != "content"}
+        start.update(toolUseId=block.call_id, status="error" if block.is_error else "success")
+        if block.name and "type" not in start:
+            start["type"] = f"{block.name}_result"
+        return {"toolResult": start}, [{"toolResult": content}]
+    if isinstance(block, FileContent):
+        image = image_block(block, "a FileContent")["image"]
+        return {"image": {"format": image["format"]}}, [{"image": {"source": image["source"]}}]
+    if isinstance(block, VendorContent):
+        data = _vendor(block, "a VendorContent")
+        if not data or any(k in data for k in ("toolUse", "toolResult", "image")):
+            raise ValueError(f"{API} would read the VendorContent {data!r} as a typed block")
+        return data, []
+    raise ValueError(f"{API} has no block for a {type(block).__name__}")
+
+
+def usage_record(usage: dict[str, int], server_tools: dict[str, int]) -> dict[str, Any]:
+    """Our usage counts as Converse's `metadata.usage` (server tools by Nova's names)."""
+    out: dict[str, Any] = {theirs: usage.get(ours, 0) for ours, theirs in USAGE_FIELDS.items()}
+    out["totalTokens"] = sum(out.values())
+    if server_tools:
+        out["serverToolUsage"] = {_SYSTEM_NAMES.get(k, k): n for k, n in server_tools.items()}
+    return out

@@ -73,6 +73,7 @@ from stream_core.provider import (
 
 from . import _aws
 from ._bedrock_blocks import FILE_TYPES, SERVER_TOOLS, BlockReader, read_block
+from ._bedrock_blocks import USAGE_FIELDS as _USAGE_FIELDS
 from ._bedrock_blocks import server_tool_counts as _server_tool_counts
 from ._bedrock_blocks import server_tool_objects as _server_tool_objects
 from ._bedrock_endpoint import DEFAULT_REGION, endpoint, profile, region
@@ -99,14 +100,6 @@ _STOP_REASONS: dict[str, StopRule] = {
     # The model's output did not parse: nothing to add (a broken tool call is truncated).
     "malformed_model_output": "stop",
     "malformed_tool_use": "stop",
-}
-
-# Our usage field <- Bedrock's (one snapshot, in `metadata`).
-_USAGE_FIELDS: dict[str, str] = {
-    "input": "inputTokens",
-    "output": "outputTokens",
-    "cache_read": "cacheReadInputTokens",
-    "cache_write": "cacheWriteInputTokens",
 }
 
 # Exception messages in the stream (and their kinds where the shared table has none); the

@@ -520,3 +520,44 @@ def test_every_recorded_block_is_kept(name: str) -> None:
     _, message, _ = run(ask(), content, model=NOVA)
     assert message.stop_reason == expect["expect"]["stop_reason"]
     assert len(message.content) >= len(indices)
+
+
+# --- vendor_bytes ------------------------------------------------------------------------------
+
+
+def test_vendor_bytes_says_citations_server_blocks_images_and_vendor_blocks() -> None:
+    from stream_core import ApprovalRequest, Citation, Usage
+    from stream_core.testing import vendor_bytes
+    from stream_core.testing._faux_tools import faux_content
+
+    call = ServerToolCall(
+        id="tooluse_1", name="nova_grounding", kind="web_search", input={"query": "q"}
+    )
+    result = ServerToolResult(
+        call_id="tooluse_1", name="nova_grounding", kind="web_search", text="found"
+    )
+    cited = TextContent(text="Cited.", citations=[Citation(title="T", url="https://e.com/a")])
+    image = FileContent(data=PNG, mime_type="image/png")
+    vendor = VendorContent(api=API, data={"hologram": {"frames": ["x"]}})
+    usage = Usage(server_tools={"web_search": 2})
+    turn = faux_content([call, result, cited, image, vendor], usage=usage)
+    _, message, _ = run(ask(), vendor_bytes(turn, API).body, model=NOVA)
+    got_call, got_result, got_text, got_image, got_vendor = message.content
+    assert isinstance(got_call, ServerToolCall) and got_call.input == {"query": "q"}
+    assert (got_call.id, got_call.name, got_call.kind) == (call.id, call.name, call.kind)
+    assert isinstance(got_result, ServerToolResult) and got_result.text == "found"
+    assert isinstance(got_text, TextContent) and got_text.citations is not None
+    assert got_text.citations[0].url == "https://e.com/a"
+    assert got_image == image and got_vendor == vendor
+    assert message.usage.server_tools == {"web_search": 2}
+    for unsaid, words in [
+        (ApprovalRequest(id="a", name="n"), "ApprovalRequest"),
+        (ServerToolCall(id="s", name="web_fetch", kind="web_fetch"), "'web_fetch'"),
+        (FileContent(data=PDF, mime_type="application/pdf"), "FileContent"),
+        (VendorContent(api="openai-responses", data={"type": "x"}), "openai-responses"),
+    ]:
+        with pytest.raises(ValueError, match="vendor_bytes") as raised:
+            vendor_bytes(faux_content([unsaid]), API)
+        assert words in str(raised.value)
+    with pytest.raises(ValueError, match="container"):
+        vendor_bytes(faux_content([TextContent(text="x")], container={"id": "c"}), API)

@@ -11,6 +11,7 @@ recording. Each API's bytes replay through its provider to the scripted message.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import tempfile
@@ -374,29 +375,41 @@ def _gemini(t: _Turn) -> bytes:
 
 
 def _bedrock(t: _Turn) -> bytes:
+    # Documents, citations, server tools and vendor blocks: the provider's own codec.
+    codec: Any = importlib.import_module("stream_core.providers._bedrock_blocks")
+
     def frame(event: str, payload: dict[str, Any]) -> bytes:
         return event_stream_frame(event, json.dumps(payload).encode())
 
+    def delta(i: int, value: dict[str, Any]) -> bytes:
+        return frame("contentBlockDelta", {"contentBlockIndex": i, "delta": value})
+
+    if t.container is not None:
+        raise ValueError("vendor_bytes: bedrock-converse-stream has no code-execution container")
     out = frame("messageStart", {"role": "assistant"})
     for i, b in enumerate(t.blocks):
         if b.kind == "text":
-            out += frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"text": b.text}})
+            out += delta(i, {"text": b.text})
+            for c in b.citations:
+                out += delta(i, {"citation": codec.citation_record(c)})
+        elif b.kind == "block":
+            try:
+                start, deltas = codec.stream_block(b.data)
+            except ValueError as e:
+                raise ValueError(f"vendor_bytes: {e}") from None
+            if start is not None:
+                out += frame("contentBlockStart", {"contentBlockIndex": i, "start": start})
+            out += b"".join(delta(i, d) for d in deltas)
+        elif b.kind == "thinking" and b.redacted:
+            out += delta(i, {"reasoningContent": {"redactedContent": b.signature or ""}})
         elif b.kind == "thinking":
-            reasoning: dict[str, Any] = {"text": b.text}
-            out += frame(
-                "contentBlockDelta",
-                {"contentBlockIndex": i, "delta": {"reasoningContent": reasoning}},
-            )
+            out += delta(i, {"reasoningContent": {"text": b.text}})
             if b.signature:
-                sig = {"reasoningContent": {"signature": b.signature}}
-                out += frame("contentBlockDelta", {"contentBlockIndex": i, "delta": sig})
+                out += delta(i, {"reasoningContent": {"signature": b.signature}})
         else:
             start = {"toolUse": {"toolUseId": b.id, "name": b.name}}
             out += frame("contentBlockStart", {"contentBlockIndex": i, "start": start})
-            out += frame(
-                "contentBlockDelta",
-                {"contentBlockIndex": i, "delta": {"toolUse": {"input": b.text}}},
-            )
+            out += delta(i, {"toolUse": {"input": b.text}})
         if t.failed is None:
             out += frame("contentBlockStop", {"contentBlockIndex": i})
     if t.failed is not None:
@@ -405,16 +418,7 @@ def _bedrock(t: _Turn) -> bytes:
             word, json.dumps({"message": message}).encode(), message_type="exception"
         )
     out += frame("messageStop", {"stopReason": t.vendor_stop})
-    usage = {
-        "inputTokens": _u(t, "input"),
-        "outputTokens": _u(t, "output"),
-        "cacheReadInputTokens": _u(t, "cache_read"),
-        "cacheWriteInputTokens": _u(t, "cache_write"),
-        "totalTokens": _u(t, "input")
-        + _u(t, "output")
-        + _u(t, "cache_read")
-        + _u(t, "cache_write"),
-    }
+    usage = codec.usage_record({k: _u(t, k) for k in t.usage}, t.server_tools)
     return out + frame("metadata", {"usage": usage, "metrics": {"latencyMs": 1}})
 
 
