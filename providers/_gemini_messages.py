@@ -9,20 +9,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
+    ApprovalRequest,
+    ApprovalResponse,
     AssistantMessage,
     Context,
     FileContent,
     ImageContent,
     Model,
+    ServerToolCall,
+    ServerToolResult,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    VendorContent,
 )
 from stream_core.provider import IMAGE_OMITTED_TEXT, is_same_model, prepare_messages
 
-from ._gemini_parts import file_part, model_block_parts, user_block_part
+from ._gemini_parts import API, RESPONSE_METADATA, SIGNATURE, file_part
 
 __all__ = ["convert_messages"]
 
@@ -164,3 +169,57 @@ def _model_parts(model: Model, m: AssistantMessage, api: str) -> list[dict[str, 
         else:
             model_block_parts(parts, b, same)
     return parts
+
+
+def _own(part: dict[str, Any], same: bool) -> dict[str, Any] | None:
+    """A kept part as sent: verbatim to its own model, without the signature (which only
+    that model can verify) to another; None when nothing is left to send."""
+    if same or SIGNATURE not in part:
+        return part
+    rest = {k: v for k, v in part.items() if k != SIGNATURE}
+    return rest if rest and rest != {"text": ""} else None
+
+
+def model_block_parts(parts: list[dict[str, Any]], block: object, same: bool) -> None:
+    """Append the model-turn part of a kept block (server tool parts, files, vendor parts)."""
+    if isinstance(block, (ServerToolCall, ServerToolResult)):
+        raw = block.raw
+        if raw is None or any(k in raw for k in RESPONSE_METADATA):
+            # Derived from the candidate's grounding / URL-context metadata: response
+            # metadata, for which Gemini's request has no field.
+            return
+        part = _own(raw, same)
+    elif isinstance(block, FileContent):
+        # A file the model made (an image it generated) goes back as it came, so the
+        # model can go on editing it.
+        part = file_part(block)
+    elif isinstance(block, VendorContent) and block.api == API:
+        data = block.data
+        if set(data) == {SIGNATURE} and parts and SIGNATURE not in parts[-1]:
+            # The signature of the part before it (a generated file's, which FileContent
+            # cannot hold).
+            if same:
+                parts[-1] = {**parts[-1], SIGNATURE: data[SIGNATURE]}
+            return
+        part = _own(data, same)
+    else:
+        raise ValueError(
+            f"google-generative-ai cannot send a {type(block).__name__} block back in a "
+            "model turn (no Gemini part holds it)"
+        )
+    if part is not None:
+        parts.append(part)
+
+
+def user_block_part(block: object) -> dict[str, Any] | None:
+    """The part of a user-message block beyond text and images (None: not one of them)."""
+    if isinstance(block, FileContent):
+        return file_part(block)
+    if isinstance(block, VendorContent) and block.api == API:
+        return block.data
+    if isinstance(block, (ApprovalResponse, ApprovalRequest)):
+        raise ValueError(
+            f"google-generative-ai cannot take a {type(block).__name__}: Gemini asks for no "
+            "approvals"
+        )
+    return None

@@ -31,9 +31,9 @@ Response side (what each becomes):
   input {urls})` + `ServerToolResult(sources = the URLs, text = each URL's retrieval
   status, raw = {"urlContextMetadata": ...})`.
 
-Request side: every kept part goes back in the model turn as it came (`raw` / `data`,
-signature included; a signature is dropped only for another model, which cannot verify
-it). The derived grounding and URL-context blocks are not sent: they are response
+Request side (`_gemini_messages`): every kept part goes back in the model turn as it
+came (`raw` / `data`, signature included; a signature is dropped only for another model,
+which cannot verify it). The derived grounding and URL-context blocks are not sent: they are response
 metadata, and Gemini's request has no field for it (nor for citations).
 """
 
@@ -44,11 +44,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_core import (
-    ApprovalRequest,
-    ApprovalResponse,
     Citation,
     FileContent,
-    ServerTool,
     ServerToolCall,
     ServerToolResult,
     Source,
@@ -58,14 +55,15 @@ from stream_core import (
 from stream_core.provider import Assembler, as_object, optional_field
 
 __all__ = [
-    "FILE_TYPES",
-    "SERVER_TOOLS",
+    "API",
+    "RESPONSE_METADATA",
+    "SIGNATURE",
     "PartReader",
+    "append_part",
+    "candidate_metadata",
     "encode_block",
     "encode_grounding",
     "file_part",
-    "model_block_parts",
-    "user_block_part",
 ]
 
 API = "google-generative-ai"
@@ -74,7 +72,7 @@ _GROUNDING = "groundingMetadata"
 _URL_CONTEXT = "urlContextMetadata"
 RESPONSE_METADATA = (_GROUNDING, _URL_CONTEXT)
 """Keys of a derived result's `raw`: candidate metadata, never sent back."""
-_SIGNATURE = "thoughtSignature"
+SIGNATURE = "thoughtSignature"
 
 TOOL_KINDS: dict[str, str] = {
     "GOOGLE_SEARCH": "web_search",
@@ -89,61 +87,6 @@ TOOL_KINDS: dict[str, str] = {
 _CODE = "code_execution"
 _OK = "OUTCOME_OK"
 _URL_OK = "URL_RETRIEVAL_STATUS_SUCCESS"
-
-# --- the ServerTool table ------------------------------------------------------------------
-
-
-def _plain(key: str) -> Any:
-    def build(tool: ServerTool) -> dict[str, Any]:
-        _no_common_options(tool, key)
-        return {key: dict(tool.options)}  # Gemini nests a tool's fields inside its key
-
-    return build
-
-
-def _file_search(tool: ServerTool) -> dict[str, Any]:
-    _no_common_options(tool, "file_search")
-    names = tool.options.get("file_search_store_names", tool.options.get("fileSearchStoreNames"))
-    if not names:
-        raise ValueError(
-            "ServerTool(kind='file_search') for google-generative-ai needs "
-            "options={'file_search_store_names': ['fileSearchStores/...']}"
-        )
-    return {"file_search": dict(tool.options)}
-
-
-def _no_common_options(tool: ServerTool, key: str) -> None:
-    named = [
-        n
-        for n in ("max_uses", "allowed_domains", "blocked_domains", "user_location")
-        if getattr(tool, n) is not None
-    ]
-    if named:
-        raise ValueError(
-            f"ServerTool(kind={tool.kind!r}): Gemini's {key} tool takes no "
-            f"{', '.join(named)} (give Gemini's own fields in `options`)"
-        )
-
-
-SERVER_TOOLS = {
-    "web_search": _plain("google_search"),
-    "web_fetch": _plain("url_context"),
-    "code_execution": _plain("code_execution"),
-    "file_search": _file_search,
-}
-"""Portable kind -> Gemini tool object (`WireAPI.server_tools`); options go inside."""
-
-FILE_TYPES = frozenset(
-    # Documents (a PDF read with vision, the text types as text), images, audio, video.
-    """application/pdf text/plain text/html text/css text/csv text/xml text/rtf text/md
-    text/javascript application/x-javascript text/x-python application/x-python
-    image/png image/jpeg image/webp image/heic image/heif
-    audio/wav audio/mp3 audio/aiff audio/aac audio/ogg audio/flac
-    video/mp4 video/mpeg video/mov video/avi video/x-flv video/mpg video/webm video/wmv
-    video/3gpp""".split()
-)
-"""Media types Google's docs list for `inlineData` / `fileData` input."""
-
 
 # --- response ------------------------------------------------------------------------------
 
@@ -259,9 +202,9 @@ class PartReader:
         )
 
     def _file(self, part: dict[str, Any]) -> None:
-        signature = part.get(_SIGNATURE)
+        signature = part.get(SIGNATURE)
         inline, ref = part.get("inlineData"), part.get("fileData")
-        known = {"inlineData", "fileData", _SIGNATURE}
+        known = {"inlineData", "fileData", SIGNATURE}
         data = _str(inline, "data")
         url = _str(ref, "fileUri")
         if (
@@ -277,7 +220,7 @@ class PartReader:
         else:
             self.asm.add_block(FileContent(url=url, mime_type=mime))
         if signature:
-            self.keep({_SIGNATURE: signature})  # goes back on the part before it
+            self.keep({SIGNATURE: signature})  # goes back on the part before it
 
     # --- candidate metadata --------------------------------------------------------------
 
@@ -465,82 +408,33 @@ def file_part(block: FileContent) -> dict[str, Any]:
     return {"fileData": ref}
 
 
-def _own(part: dict[str, Any], same: bool) -> dict[str, Any] | None:
-    """A kept part as sent: verbatim to its own model, without the signature (which only
-    that model can verify) to another; None when nothing is left to send."""
-    if same or _SIGNATURE not in part:
-        return part
-    rest = {k: v for k, v in part.items() if k != _SIGNATURE}
-    return rest if rest and rest != {"text": ""} else None
-
-
-def model_block_parts(parts: list[dict[str, Any]], block: object, same: bool) -> None:
-    """Append the model-turn part of a kept block (server tool parts, files, vendor parts)."""
-    if isinstance(block, (ServerToolCall, ServerToolResult)):
-        raw = block.raw
-        if raw is None or any(k in raw for k in RESPONSE_METADATA):
-            # Derived from the candidate's grounding / URL-context metadata: response
-            # metadata, for which Gemini's request has no field.
-            return
-        part = _own(raw, same)
-    elif isinstance(block, FileContent):
-        # A file the model made (an image it generated) goes back as it came, so the
-        # model can go on editing it.
-        part = file_part(block)
-    elif isinstance(block, VendorContent) and block.api == API:
-        data = block.data
-        if set(data) == {_SIGNATURE} and parts and _SIGNATURE not in parts[-1]:
-            # The signature of the part before it (a generated file's, which FileContent
-            # cannot hold).
-            if same:
-                parts[-1] = {**parts[-1], _SIGNATURE: data[_SIGNATURE]}
-            return
-        part = _own(data, same)
-    else:
-        raise ValueError(
-            f"google-generative-ai cannot send a {type(block).__name__} block back in a "
-            "model turn (no Gemini part holds it)"
-        )
-    if part is not None:
-        parts.append(part)
-
-
-def user_block_part(block: object) -> dict[str, Any] | None:
-    """The part of a user-message block beyond text and images (None: not one of them)."""
-    if isinstance(block, FileContent):
-        return file_part(block)
-    if isinstance(block, VendorContent) and block.api == API:
-        return block.data
-    if isinstance(block, (ApprovalResponse, ApprovalRequest)):
-        raise ValueError(
-            f"google-generative-ai cannot take a {type(block).__name__}: Gemini asks for no "
-            "approvals"
-        )
-    return None
-
-
 # --- vendor bytes (stream_core.testing) ----------------------------------------------------
+
+_METADATA_KINDS = ("web_search", "file_search", "web_fetch")
+"""Kinds whose raw-less blocks are written as candidate metadata, not parts."""
 
 
 def encode_block(block: object) -> dict[str, Any] | None:
     """The part a scripted block is streamed as (None: it is candidate metadata, written
-    by `encode_grounding`)."""
-    if isinstance(block, (ServerToolCall, ServerToolResult)):
+    by `candidate_metadata`)."""
+    if isinstance(block, ServerToolCall | ServerToolResult):
         if block.raw is not None:
             return None if any(k in block.raw for k in RESPONSE_METADATA) else block.raw
-        if block.kind == _CODE and isinstance(block, ServerToolCall):
+        if block.kind in _METADATA_KINDS:
+            return None
+        if isinstance(block, ServerToolCall):
             given = block.input if isinstance(block.input, dict) else {}
-            code = {"language": given.get("language", "PYTHON"), "code": given.get("code", "")}
-            return {"executableCode": {**code, "id": block.id}}
-        if block.kind == _CODE and isinstance(block, ServerToolResult):
+            if block.kind == _CODE:
+                code = {"language": given.get("language", "PYTHON"), "code": given.get("code")}
+                return {"executableCode": {**code, "id": block.id}}
+            tool_type = block.name.upper() or "TOOL"
+            return {"toolCall": {"toolType": tool_type, "id": block.id, "args": given}}
+        if block.kind == _CODE:
             outcome = "OUTCOME_FAILED" if block.is_error else _OK
             result = {"outcome": outcome, "output": block.text, "id": block.call_id}
             return {"codeExecutionResult": result}
-        tool_type = {v: k for k, v in TOOL_KINDS.items()}.get(block.kind or "", "")
-        tool_type = tool_type or block.name.upper()
-        if isinstance(block, ServerToolCall):
-            return {"toolCall": {"toolType": tool_type, "id": block.id, "args": block.input}}
-        return {"toolResponse": {"toolType": tool_type, "id": block.call_id}}
+        reply: dict[str, Any] = {"toolType": block.name.upper() or "TOOL", "id": block.call_id}
+        return {"toolResponse": reply}
     if isinstance(block, FileContent):
         return file_part(block)
     if isinstance(block, VendorContent):
@@ -548,27 +442,93 @@ def encode_block(block: object) -> dict[str, Any] | None:
     return None
 
 
-def encode_grounding(texts: Sequence[tuple[str, Sequence[Citation]]]) -> dict[str, Any] | None:
-    """`groundingMetadata` for answer texts (in order) with their citations: chunks from the
-    citations' sources, supports at the UTF-8 byte offsets of their spans."""
+def append_part(parts: list[dict[str, Any]], part: dict[str, Any]) -> None:
+    """Add a part to a turn being written; a signature kept alone goes back on the part
+    before it (as the request does)."""
+    if set(part) == {SIGNATURE} and parts and SIGNATURE not in parts[-1]:
+        parts[-1] = {**parts[-1], **part}
+    else:
+        parts.append(part)
+
+
+def candidate_metadata(
+    blocks: Sequence[object], texts: Sequence[tuple[str, Sequence[Citation]]]
+) -> dict[str, Any]:
+    """The candidate's `groundingMetadata` / `urlContextMetadata` for a scripted turn: the
+    vendor's own where a result kept it, else written from the text's citations and the
+    raw-less search and fetch blocks."""
+    out: dict[str, Any] = {}
+    queries: list[str] = []
+    sources: list[Source] = []
+    fetched: list[tuple[str, bool]] = []
+    for b in blocks:
+        if not isinstance(b, ServerToolCall | ServerToolResult):
+            continue
+        if b.raw is not None:
+            for key in RESPONSE_METADATA:
+                if isinstance(b, ServerToolResult) and type(b.raw.get(key)) is dict:
+                    out[key] = b.raw[key]
+            continue
+        if isinstance(b, ServerToolCall) and b.kind in ("web_search", "file_search"):
+            given = b.input if isinstance(b.input, dict) else {}
+            asked = given.get("queries", given.get("query"))
+            queries += [asked] if type(asked) is str else [q for q in asked or [] if type(q) is str]
+        elif isinstance(b, ServerToolResult) and b.kind in ("web_search", "file_search"):
+            sources += b.sources
+        elif isinstance(b, ServerToolResult) and b.kind == "web_fetch":
+            fetched += [(s.url, b.is_error) for s in b.sources if s.url]
+    if _GROUNDING not in out:
+        grounding = encode_grounding(texts, queries, sources)
+        if grounding is not None:
+            out[_GROUNDING] = grounding
+    if _URL_CONTEXT not in out and fetched:
+        status = {False: _URL_OK, True: "URL_RETRIEVAL_STATUS_ERROR"}
+        entries = [{"retrievedUrl": u, "urlRetrievalStatus": status[bad]} for u, bad in fetched]
+        out[_URL_CONTEXT] = {"urlMetadata": entries}
+    return out
+
+
+def encode_grounding(
+    texts: Sequence[tuple[str, Sequence[Citation]]],
+    queries: Sequence[str] = (),
+    sources: Sequence[Source] = (),
+) -> dict[str, Any] | None:
+    """`groundingMetadata` for answer texts (in order) with their citations: chunks from
+    the sources and the citations' pages, supports at the UTF-8 byte offsets of the spans."""
     chunks: list[dict[str, Any]] = []
     seen: dict[tuple[str | None, str | None], int] = {}
+
+    def chunk(url: str | None, title: str | None) -> int:
+        if (url, title) not in seen:
+            seen[url, title] = len(chunks)
+            web = {k: v for k, v in (("uri", url), ("title", title)) if v is not None}
+            chunks.append({"web": web})
+        return seen[url, title]
+
+    for source in sources:
+        chunk(source.url, source.title)
     supports: list[dict[str, Any]] = []
     at = 0
     for text, citations in texts:
         for c in citations:
-            key = (c.url, c.title)
-            if key not in seen:
-                seen[key] = len(chunks)
-                web = {k: v for k, v in (("uri", c.url), ("title", c.title)) if v is not None}
-                chunks.append({"web": web})
-            first = c.start if c.start is not None else 0
-            last = c.end if c.end is not None else len(text)
+            first = min(c.start if c.start is not None else 0, len(text))
+            last = min(c.end if c.end is not None else len(text), len(text))
             start = at + len(text[:first].encode("utf-8"))
-            end = at + len(text[:last].encode("utf-8"))
-            segment = {"startIndex": start, "endIndex": end, "text": text[first:last]}
-            supports.append({"segment": segment, "groundingChunkIndices": [seen[key]]})
+            segment = {
+                "startIndex": start,
+                "endIndex": start + len(text[first:last].encode("utf-8")),
+                "text": text[first:last],
+            }
+            indices = [chunk(c.url, c.title)]
+            supports.append({"segment": segment, "groundingChunkIndices": indices})
         at += len(text.encode("utf-8"))
-    if not supports:
+    if not (supports or queries or chunks):
         return None
-    return {"groundingChunks": chunks, "groundingSupports": supports}
+    out: dict[str, Any] = {}
+    if queries:
+        out["webSearchQueries"] = list(queries)
+    if chunks:
+        out["groundingChunks"] = chunks
+    if supports:
+        out["groundingSupports"] = supports
+    return out

@@ -68,8 +68,9 @@ from stream_core.provider import (
 
 from ._gemini_args import PIECE, ArgsWriter
 from ._gemini_messages import convert_messages
-from ._gemini_parts import FILE_TYPES, SERVER_TOOLS, PartReader
+from ._gemini_parts import PartReader
 from ._gemini_schema import SchemaTooLarge, clean_schema, json_schema
+from ._gemini_tools import FILE_TYPES, SERVER_TOOLS
 from ._vertex import VERTEX, VERTEX_KEY_ENV, vertex_base_url, vertex_token
 from ._vertex import VERTEX_BASE_URL as VERTEX_BASE_URL  # kept: a Vertex model is made with it
 

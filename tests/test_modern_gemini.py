@@ -37,6 +37,7 @@ from stream_core.contract_tests.kit import (
     text_case,
     whole,
 )
+from stream_core.testing import faux_web_search, vendor_bytes
 
 API = "google-generative-ai"
 FIXTURES = {f.name: f for f in load_fixtures(API)}
@@ -430,3 +431,54 @@ def test_citations_are_not_sent_but_the_text_is() -> None:
     )
     message = AssistantMessage(api=API, provider=model.provider, model=model.id, content=[cited])
     assert _next_request(message)["contents"][1]["parts"] == [{"text": "Paris."}]
+
+
+# --- vendor_bytes ---------------------------------------------------------------------------
+
+
+def _derived_ids_dropped(message: AssistantMessage) -> list[dict[str, Any]]:
+    # vendor_bytes writes no responseId, the base of the derived grounding pair's id.
+    out = []
+    for b in message.content:
+        dumped = b.model_dump(mode="json")
+        if (
+            isinstance(b, ServerToolCall | ServerToolResult)
+            and b.raw is None
+            or (isinstance(b, ServerToolResult) and b.raw and "groundingMetadata" in b.raw)
+        ):
+            dumped.pop("id", None)
+            dumped.pop("call_id", None)
+        out.append(dumped)
+    return out
+
+
+def _from_bytes(body: bytes) -> AssistantMessage:
+    async def main() -> Run:
+        return await run_provider(API, [sse_response([body])])
+
+    run = anyio.run(main)
+    assert_valid_event_stream(run.events)
+    return run.message
+
+
+@pytest.mark.parametrize("name", [FILE_SEARCH, WEB_SEARCH, CODE])
+def test_vendor_bytes_of_a_recorded_message_replays_to_it(name: str) -> None:
+    message = _replay(name).message
+    again = _from_bytes(vendor_bytes(message, API).body)
+    assert _derived_ids_dropped(again) == _derived_ids_dropped(message)
+    assert again.usage.server_tools == message.usage.server_tools
+
+
+def test_vendor_bytes_writes_a_scripted_web_search_as_grounding() -> None:
+    turn = faux_web_search("paris weather", [("https://a.test", "A"), "https://b.test"], "Sunny.")
+    message = _from_bytes(vendor_bytes(turn, API).body)
+    text, call, result = message.content
+    assert isinstance(text, TextContent) and text.citations is not None
+    assert [(c.url, c.cited_text) for c in text.citations] == [
+        ("https://a.test", "Sunny."),
+        ("https://b.test", "Sunny."),
+    ]
+    assert isinstance(call, ServerToolCall) and call.input == {"queries": ["paris weather"]}
+    assert isinstance(result, ServerToolResult)
+    assert [s.url for s in result.sources] == ["https://a.test", "https://b.test"]
+    assert message.usage.server_tools == {"web_search": 1}

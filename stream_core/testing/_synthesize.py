@@ -328,14 +328,25 @@ def _responses(t: _Turn) -> bytes:
 
 
 def _gemini(t: _Turn) -> bytes:
-    events: list[tuple[str | None, Any]] = []
+    # Server tool parts, files, vendor parts and grounding: the provider's own codec.
+    codec: Any = importlib.import_module("stream_core.providers._gemini_parts")
+    if t.container is not None:
+        raise ValueError("vendor_bytes: google-generative-ai has no code-execution container")
+    parts: list[dict[str, Any]] = []
+    texts: list[tuple[str, Any]] = []  # answer texts and their citations, for grounding
     for b in t.blocks:
+        part: dict[str, Any] | None
         if b.kind == "text":
-            part: dict[str, Any] = {"text": b.text}
+            part = {"text": b.text}
+            if b.text_signature:
+                part["thoughtSignature"] = b.text_signature
+            texts.append((b.text, b.citations))
         elif b.kind == "thinking":
             part = {"text": b.text, "thought": True}
             if b.signature:
                 part["thoughtSignature"] = b.signature
+        elif b.kind == "block":
+            part = codec.encode_block(b.data)  # None: candidate metadata, written below
         else:
             part = {
                 "functionCall": {
@@ -344,6 +355,12 @@ def _gemini(t: _Turn) -> bytes:
                     "args": _arguments(b, "google-generative-ai"),
                 }
             }
+            if b.tool.get("thought_signature"):
+                part["thoughtSignature"] = b.tool["thought_signature"]
+        if part is not None:
+            codec.append_part(parts, part)
+    events: list[tuple[str | None, Any]] = []
+    for part in parts:
         candidate = {"content": {"role": "model", "parts": [part]}, "index": 0}
         events.append((None, {"candidates": [candidate], "modelVersion": _MODEL}))
     if t.failed is not None and t.said is not None:
@@ -367,6 +384,8 @@ def _gemini(t: _Turn) -> bytes:
     }
     if t.detail:
         final["finishMessage"] = t.detail
+    data = [b.data for b in t.blocks if b.kind == "block"]
+    final.update(codec.candidate_metadata(data, texts))
     events.append((None, {"candidates": [final], "usageMetadata": usage, "modelVersion": _MODEL}))
     return _sse(events)
 
