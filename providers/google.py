@@ -298,7 +298,8 @@ class _Reader:
                     for part in parts[1:]:
                         self.part(part, *_PART_FIELDS(part))
             candidate = candidates[0]
-            if len(candidate) > 2:  # more than content and index: metadata, a finish
+            n = len(candidate)  # more than content and index: metadata, a finish, ...
+            if n > 2 or (n == 2 and "index" not in candidate):
                 self.others.metadata(candidate)
             if finish:
                 self.end_call()

@@ -482,3 +482,13 @@ def test_vendor_bytes_writes_a_scripted_web_search_as_grounding() -> None:
     assert isinstance(result, ServerToolResult)
     assert [s.url for s in result.sources] == ["https://a.test", "https://b.test"]
     assert message.usage.server_tools == {"web_search": 1}
+
+
+def test_grounding_on_a_candidate_without_index_or_finish_is_read() -> None:
+    grounding = {"webSearchQueries": ["q"]}
+    message = _run(
+        b'data: {"candidates": [{"content": {"parts": [{"text": "A."}]}, '
+        b'"groundingMetadata": ' + json.dumps(grounding).encode() + b"}]}\n\n",
+        _chunk(finish="STOP"),
+    )
+    assert message.usage.server_tools == {"web_search": 1}
