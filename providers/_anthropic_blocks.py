@@ -20,7 +20,7 @@ both directions, so what is written is what is read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from stream_core import (
@@ -39,7 +39,10 @@ __all__ = [
     "FILE_TYPES",
     "SERVER_TOOLS",
     "BlockReader",
+    "encode_block",
     "encode_citation",
+    "encode_server_tool_counts",
+    "encode_streamed",
     "encode_server_call",
     "encode_server_result",
     "read_citation",
@@ -163,7 +166,7 @@ def read_citation(c: dict[str, Any]) -> Citation:
         title=_str(c, "title") or _str(c, "document_title"),
         file_id=_str(c, "file_id"),
         document_index=index if type(index) is int else None,
-        cited_text=_str(c, "cited_text"),
+        cited_text=_str(c, "cited_text") or None,  # "" quotes nothing
         raw=c,
     )
 
@@ -439,3 +442,50 @@ def encode_server_result(
             "content": [{"type": output, "file_id": f.file_id} for f in files if f.file_id],
         }
     return {"type": rtype, **head, "content": content}
+
+
+def encode_block(block: Any, following: Iterable[Any] = ()) -> dict[str, Any] | None:
+    """A block of a `block_*` kind in an assistant message as its Messages API block;
+    `following` are the blocks after it (a result's generated files). None: a generated
+    file, which its result block carries. Raises for what the API has no block for."""
+    if isinstance(block, ServerToolCall):
+        return encode_server_call(block)
+    if isinstance(block, ServerToolResult):
+        files = [f for f in following if isinstance(f, FileContent) and f.call_id]
+        return encode_server_result(block, [f for f in files if f.call_id == block.call_id])
+    if isinstance(block, VendorContent) and block.api == API:
+        return block.data
+    if isinstance(block, FileContent) and block.call_id:
+        return None
+    raise ValueError(f"{API} has no block for a {type(block).__name__} in an answer")
+
+
+def encode_server_tool_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """`Usage.server_tools` as `usage.server_tool_use` (`web_search` -> `web_search_requests`)."""
+    return {f"{name}_requests": n for name, n in counts.items()}
+
+
+def encode_streamed(blocks: Sequence[Any], index: int) -> tuple[dict[str, Any], list[Any]] | None:
+    """`blocks[index]` (a `block_*` kind among a message's blocks) as a stream sends it:
+    its `content_block_start` block and deltas (a server call's input as one
+    `input_json_delta`). None for a generated file: the result before it carries it."""
+    block = blocks[index]
+    if isinstance(block, FileContent) and block.call_id:
+        if not any(
+            isinstance(b, ServerToolResult) and b.call_id == block.call_id for b in blocks[:index]
+        ):
+            raise ValueError(
+                f"{API} streams a generated file only inside the code execution result "
+                f"that made it: no ServerToolResult for {block.call_id!r} comes before it"
+            )
+        return None
+    whole = encode_block(block, blocks[index + 1 :])
+    assert whole is not None
+    if whole.get("type") not in _CALL_TYPES:
+        return whole, []
+    value = whole.get("input")
+    deltas = []
+    if value not in ({}, None):
+        text = json.dumps(value, ensure_ascii=False)
+        deltas.append({"type": "input_json_delta", "partial_json": text})
+    return {**whole, "input": {}}, deltas

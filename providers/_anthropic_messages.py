@@ -17,8 +17,6 @@ from stream_core import (
     FileContent,
     ImageContent,
     Model,
-    ServerToolCall,
-    ServerToolResult,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -31,9 +29,8 @@ from stream_core.provider import IMAGE_OMITTED_TEXT, id_normalizer, prepare_mess
 from ._anthropic_blocks import (
     API,
     FILES_BETA,
+    encode_block,
     encode_citation,
-    encode_server_call,
-    encode_server_result,
 )
 
 __all__ = ["Converted", "convert_messages", "loop_allows_thinking"]
@@ -181,26 +178,19 @@ def _assistant_blocks(m: AssistantMessage) -> list[dict[str, Any]]:
             if b.caller is not None:
                 call["caller"] = b.caller  # a programmatic call: its code run waits for it
             blocks.append(call)
-        elif isinstance(b, ServerToolCall):
-            blocks.append(encode_server_call(b))
-        elif isinstance(b, ServerToolResult):
-            files = [
-                f
-                for f in content[i + 1 :]
-                if isinstance(f, FileContent) and f.call_id and f.call_id == b.call_id
-            ]
-            blocks.append(encode_server_result(b, files))
-        elif isinstance(b, VendorContent):
-            blocks.append(b.data)
-        elif isinstance(b, FileContent) and b.call_id:
-            # A file a code run wrote: its result block carries its id (sent above), the
-            # Messages API has no block for it alone.
-            continue
         else:
-            raise ValueError(
-                f"context.messages: {API} cannot take back a {type(b).__name__} block in "
-                f"an assistant message (content[{i}]); it has no such block"
-            )
+            # Server calls and results, vendor blocks: as the vendor sent them (`raw`); a
+            # file a code run wrote is carried by its result block (the Messages API has
+            # no block for it alone). Anything else raises, naming the block.
+            try:
+                block = encode_block(b, content[i + 1 :])
+            except ValueError as e:
+                raise ValueError(
+                    f"context.messages: {API} cannot take back a {type(b).__name__} block "
+                    f"in an assistant message (content[{i}]): {e}"
+                ) from None
+            if block is not None:
+                blocks.append(block)
     return blocks
 
 

@@ -87,30 +87,39 @@ def _anthropic(t: _Turn) -> bytes:
             },  # fmt: skip
         )
     ]
-    for i, b in enumerate(t.blocks):
+    # Server calls and results, vendor blocks, citations: the provider's own codec.
+    codec: Any = importlib.import_module("stream_core.providers._anthropic_blocks")
+    data = [b.data for b in t.blocks]
+    i = -1
+    for n, b in enumerate(t.blocks):
+        start: dict[str, Any]
         if b.kind == "text":
-            start: dict[str, Any] = {"type": "text", "text": ""}
-            delta: dict[str, Any] = {"type": "text_delta", "text": b.text}
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "citations_delta", "citation": codec.encode_citation(c)}
+                      for c in b.citations] + [{"type": "text_delta", "text": b.text}]  # fmt: skip
+        elif b.kind == "thinking" and b.redacted:
+            start, deltas = {"type": "redacted_thinking", "data": b.signature or ""}, []
         elif b.kind == "thinking":
             start = {"type": "thinking", "thinking": ""}
-            delta = {"type": "thinking_delta", "thinking": b.text}
+            deltas = [{"type": "thinking_delta", "thinking": b.text}]
+            if b.signature:
+                deltas.append({"type": "signature_delta", "signature": b.signature})
+        elif b.kind == "block":
+            written = codec.encode_streamed(data, n)
+            if written is None:
+                continue  # a generated file: its result block carries it
+            start, deltas = written
         else:
             start = {"type": "tool_use", "id": b.id, "name": b.name, "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": b.text}
-        events.append(
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": i, "content_block": start},
-            )
-        )
-        events.append(
-            ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta})
-        )
-        if b.kind == "thinking" and b.signature:
-            sig = {"type": "signature_delta", "signature": b.signature}
-            events.append(
-                ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": sig})
-            )
+            if b.tool.get("caller"):
+                start["caller"] = b.tool["caller"]
+            deltas = [{"type": "input_json_delta", "partial_json": b.text}]
+        i += 1
+        block_start = {"type": "content_block_start", "index": i, "content_block": start}
+        events.append(("content_block_start", block_start))
+        for d in deltas:
+            delta = {"type": "content_block_delta", "index": i, "delta": d}
+            events.append(("content_block_delta", delta))
         if t.failed is None:
             events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
     if t.failed is not None:
@@ -120,17 +129,13 @@ def _anthropic(t: _Turn) -> bytes:
     stop: dict[str, Any] = {"stop_reason": t.vendor_stop, "stop_sequence": None}
     if t.detail:
         stop["stop_details"] = {"explanation": t.detail}
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": stop,
-                "usage": {"output_tokens": _u(t, "output")},
-            },
-        )
-    )
-    events.append(("message_stop", {"type": "message_stop"}))
+    if t.container:
+        stop["container"] = t.container
+    end_usage: dict[str, Any] = {"output_tokens": _u(t, "output")}
+    if t.server_tools:
+        end_usage["server_tool_use"] = codec.encode_server_tool_counts(t.server_tools)
+    end = {"type": "message_delta", "delta": stop, "usage": end_usage}
+    events += [("message_delta", end), ("message_stop", {"type": "message_stop"})]
     return _sse(events)
 
 
