@@ -203,7 +203,8 @@ def _result_text(content: Any) -> tuple[str, list[Source], int | None, bool]:
         return text, [Source(url=_str(content, "url"), title=_str(doc, "title"))], None, False
     if ctype == "tool_search_tool_search_result":
         refs = content.get("tool_references")
-        names = [_str(r, "tool_name") for r in refs or () if isinstance(r, dict)]
+        refs = refs if isinstance(refs, list) else []
+        names = [_str(r, "tool_name") for r in refs if isinstance(r, dict)]
         return "\n".join(n for n in names if n), [], None, False
     stdout, stderr = _str(content, "stdout") or "", _str(content, "stderr") or ""
     if stdout and stderr and not stdout.endswith("\n"):

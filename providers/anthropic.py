@@ -416,6 +416,8 @@ _OBJECT_EVENTS = frozenset(
 def _block_start(asm: Assembler, blocks: BlockReader, key: int, block: dict[str, Any]) -> None:
     where = "content_block_start.content_block"
     btype = optional_field(block, "type", str, where)
+    if blocks.open:
+        blocks.open.pop(key, None)  # a block started again under an index never stopped
     if btype == "text":
         asm.start_text(key)
         asm.text(key, optional_field(block, "text", str, where) or "")

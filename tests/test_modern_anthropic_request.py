@@ -250,3 +250,39 @@ async def test_an_approval_request_cannot_go_back_and_says_so() -> None:
     )
     with pytest.raises(ValueError, match="cannot take back a ApprovalRequest"):
         await send(Context(messages=[UserMessage(content="Hi."), odd]))
+
+
+async def test_claude_on_vertex_sends_the_same_blocks_and_tools(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Vertex AI's Claude shares the request builder: its own answers' server blocks and
+    container go back, and server tools are asked for the same way."""
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "my-proj")
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "us-east5")
+    model = stream_core.get_model("anthropic-vertex", "claude-sonnet-4-5@20250929")
+    said: dict[str, Any] = {"api": API, "provider": model.provider, "model": model.id}
+    call = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+            "input": {"query": "a"}}  # fmt: skip
+    answer = AssistantMessage(
+        **said,
+        container={"id": "container_v"},
+        content=[ServerToolCall(id="srvtoolu_1", name="web_search", kind="web_search", raw=call)],
+    )
+    context = Context(
+        messages=[UserMessage(content="Search."), answer, UserMessage(content="More.")],
+        tools=[ServerTool(kind="web_search", max_uses=1)],
+    )
+    with respx.mock(assert_all_mocked=True) as router:
+        route = router.route(host="us-east5-aiplatform.googleapis.com").mock(
+            return_value=sse_response([OK_BODY])
+        )
+        reply = await stream_core.complete(
+            model, context, stream_core.StreamOptions(headers={"authorization": "Bearer t"})
+        )
+    assert reply.error is None, reply.error
+    payload = json.loads(route.calls[0].request.content)
+    assert payload["messages"][1]["content"] == [call]
+    assert payload["container"] == "container_v"
+    assert payload["tools"] == [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}
+    ]
