@@ -149,7 +149,8 @@ def _server_input(item: dict[str, Any], itype: str) -> Any:
         return _json_or_text(arguments) if arguments else {}
     fields = _INPUT_FIELDS.get(itype, ())
     if len(fields) == 1 and isinstance(item.get(fields[0]), dict):
-        return item[fields[0]]  # an `action` or `arguments` object
+        # An `action` or `arguments` object (a search's sources are its result, not input).
+        return {k: v for k, v in item[fields[0]].items() if k != "sources"}
     return {f: item[f] for f in fields if item.get(f) is not None}
 
 

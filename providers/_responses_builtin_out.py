@@ -6,6 +6,7 @@ that type; approvals as `mcp_approval_response`; files as `input_file`; citation
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -293,3 +294,103 @@ def tool_objects(tools: list[ServerTool]) -> tuple[list[dict[str, Any]], list[st
         if extra and extra not in include:
             include.append(extra)
     return out, include
+
+
+# --- blocks -> the items a server streams (`vendor_bytes`) ----------------------------------
+
+_KIND_ITEMS = {
+    "web_search": "web_search_call",
+    "file_search": "file_search_call",
+    "code_execution": "code_interpreter_call",
+    "image_generation": "image_generation_call",
+    "mcp": "mcp_call",
+}
+"""A scripted call without `raw`: the item type its kind is written as."""
+
+
+def encode_block(block: Any, previous: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The output item a scripted block is streamed as; None when the block is a reading
+    of the previous item (a `ServerToolResult` with `raw=None`, a generated image), written
+    into `previous` instead. Raises for a block the Responses API cannot express."""
+    if isinstance(block, ServerToolCall):
+        # A copy: a reading after it may be written into it.
+        return copy.deepcopy(block.raw) if block.raw is not None else _call_item(block)
+    if isinstance(block, ServerToolResult) and block.raw is not None:
+        return block.raw
+    if isinstance(block, ServerToolResult):
+        _fold_result(block, previous)
+        return None
+    if isinstance(block, FileContent):
+        if previous is None or previous.get("type") != "image_generation_call" or not block.data:
+            raise ValueError(
+                "vendor_bytes: openai-responses streams a file only as the image of the "
+                "image_generation_call before it (a FileContent with data after that call)"
+            )
+        previous["result"] = block.data
+        previous["output_format"] = (block.mime_type or "image/png").split("/")[-1]
+        return None
+    item = assistant_block_item(block)
+    return item if item is not None else None
+
+
+def _call_item(call: ServerToolCall) -> dict[str, Any]:
+    itype = _KIND_ITEMS.get(call.kind or "")
+    if itype is None or (itype != "mcp_call" and call.name not in (itype, "")):
+        raise ValueError(
+            f"vendor_bytes: openai-responses writes a server call without `raw` by its kind "
+            f"({', '.join(f'{k} as {v}' for k, v in _KIND_ITEMS.items())}); "
+            f"{call.name!r} (kind {call.kind!r}) needs its vendor item in `raw`"
+        )
+    given = call.input if isinstance(call.input, dict) else {}
+    item: dict[str, Any] = {"type": itype, "id": call.id, "status": "completed"}
+    if itype == "web_search_call":
+        item["action"] = given or {"type": "search"}
+    elif itype == "file_search_call":
+        item.update(queries=given.get("queries", []), results=None)
+    elif itype == "code_interpreter_call":
+        item.update(code=str(given.get("code", "")), container_id=given.get("container_id"))
+        item["outputs"] = None
+    elif itype == "image_generation_call":
+        item.update({k: v for k, v in given.items() if k != "result"}, result=None)
+    else:
+        item.update(name=call.name, arguments=json.dumps(given), server_label="")
+        item.update(output=None, error=None)
+    return item
+
+
+def _fold_result(result: ServerToolResult, call: dict[str, Any] | None) -> None:
+    itype = call.get("type") if call is not None else None
+    if call is None or itype not in ("web_search_call", "file_search_call", "code_interpreter_call",
+                                     "mcp_call", "mcp_list_tools"):  # fmt: skip
+        raise ValueError(
+            "vendor_bytes: openai-responses carries a ServerToolResult without `raw` inside "
+            "the call item right before it (web search, file search, code, MCP)"
+        )
+    assert call is not None
+    held = {
+        "web_search_call": (call.get("action") or {}).get("sources"),
+        "file_search_call": call.get("results"),
+        "code_interpreter_call": call.get("outputs"),
+        "mcp_call": call.get("output") if call.get("error") is None else call.get("error"),
+        "mcp_list_tools": call.get("tools"),
+    }[itype]
+    if held:
+        return  # the vendor's item already holds it (a recorded call, sent back as it was)
+    if itype == "web_search_call":
+        action = call.setdefault("action", {"type": "search"})
+        action["sources"] = [{"type": "url", "url": s.url} for s in result.sources if s.url]
+    elif itype == "file_search_call":
+        call["results"] = [
+            {
+                k: v
+                for k, v in s.model_dump().items()
+                if k in ("file_id", "filename", "score", "text")
+            }
+            for s in result.sources
+        ]
+    elif itype == "code_interpreter_call":
+        call["outputs"] = [{"type": "logs", "logs": result.text}]
+    elif itype == "mcp_call":
+        call["error" if result.is_error else "output"] = result.text
+    else:
+        call["tools"] = [{"name": n} for n in result.text.split(", ") if n]

@@ -337,3 +337,81 @@ def test_a_pdf_goes_as_input_file() -> None:
     video = FileContent(data="AAAA", mime_type="video/mp4")
     with pytest.raises(ValueError, match="openai-responses"):
         _payload(Context(messages=[UserMessage(content=[video])]))
+
+
+def _from_bytes(body: bytes) -> AssistantMessage:
+    async def main() -> AssistantMessage:
+        return (await run_provider(API, [sse_response([body])])).message
+
+    return anyio.run(main)
+
+
+def _kept(message: AssistantMessage) -> list[Any]:
+    """What `vendor_bytes` writes back of a message: all but reasoning and vendor ids."""
+    out = []
+    for b in message.content:
+        if isinstance(b, ThinkingContent):
+            continue
+        if isinstance(b, TextContent):
+            out.append((b.text, [c.model_dump() for c in b.citations or ()]))
+        else:
+            out.append(b.model_dump(exclude={"thought_signature"}))
+    return out
+
+
+@pytest.mark.parametrize("fixture", MODERN, ids=lambda f: f.name)
+def test_vendor_bytes_of_a_recorded_message_replays_to_it(fixture: Any) -> None:
+    from stream_core.testing import vendor_bytes
+
+    message = _message(fixture.name)
+    again = _from_bytes(vendor_bytes(message, API).body)
+    assert _kept(again) == _kept(message)
+    assert again.stop_reason == message.stop_reason
+
+
+def test_vendor_bytes_writes_scripted_server_calls_with_their_results() -> None:
+    from stream_core import Citation, Source
+    from stream_core.testing import faux_message, vendor_bytes
+
+    model = contract_model(API)
+    scripted = AssistantMessage(
+        content=[
+            ServerToolCall(
+                id="ws_1",
+                name="web_search_call",
+                kind="web_search",
+                input={"type": "search", "query": "paris"},
+            ),  # fmt: skip
+            ServerToolResult(
+                call_id="ws_1",
+                name="web_search_call",
+                kind="web_search",
+                sources=[Source(url="https://a.test")],
+            ),  # fmt: skip
+            ServerToolCall(id="ig_1", name="image_generation_call", kind="image_generation"),
+            FileContent(
+                data=base64.b64encode(b"\x89PNG\r\n").decode(),
+                mime_type="image/png",
+                call_id="ig_1",
+            ),  # fmt: skip
+            TextContent(text="Sunny.", citations=[Citation(url="https://a.test", start=0, end=5)]),
+        ],
+        api=API,
+        provider=model.provider,
+        model=model.id,
+    )
+    again = _from_bytes(vendor_bytes(faux_message(scripted), API).body)
+    call, result, image_call, image, text = again.content
+    assert isinstance(call, ServerToolCall) and call.input == {"type": "search", "query": "paris"}
+    assert isinstance(result, ServerToolResult) and result.sources[0].url == "https://a.test"
+    assert isinstance(image, FileContent) and image.call_id == "ig_1" and image.data
+    assert isinstance(text, TextContent) and text.citations is not None
+    assert (text.citations[0].url, text.citations[0].start, text.citations[0].end) == (
+        "https://a.test",
+        0,
+        5,
+    )
+    assert again.usage.server_tools == {"web_search": 1, "image_generation": 1}
+    lone = ServerToolCall(id="x", name="web_fetch", kind="web_fetch")
+    with pytest.raises(ValueError, match="vendor_bytes"):
+        vendor_bytes(faux_message(scripted.model_copy(update={"content": [lone]})), API)

@@ -195,6 +195,8 @@ def _chat(t: _Turn, *, mistral: bool = False) -> bytes:
 
 
 def _responses(t: _Turn) -> bytes:
+    # Server tools, built-in calls, approvals, vendor items, citations: the provider's codec.
+    codec: Any = importlib.import_module("stream_core.providers._responses_builtin_out")
     events: list[tuple[str | None, Any]] = []
     n = 0
 
@@ -205,7 +207,7 @@ def _responses(t: _Turn) -> bytes:
 
     response = {"id": "resp_synthetic", "object": "response", "model": _MODEL, "output": []}
     add("response.created", response={**response, "status": "in_progress"})
-    items = []
+    items: list[dict[str, Any]] = []
     for k, b in enumerate(t.blocks):
         if b.kind == "text":
             item_id = f"msg_{k}"
@@ -232,7 +234,17 @@ def _responses(t: _Turn) -> bytes:
                 content_index=0,
                 delta=b.text,
             )
-            done_part = {**part, "text": b.text}
+            notes = [codec.annotation(c) for c in b.citations]
+            for i, note in enumerate(notes):
+                add(
+                    "response.output_text.annotation.added",
+                    item_id=item_id,
+                    output_index=k,
+                    content_index=0,
+                    annotation_index=i,
+                    annotation=note,
+                )
+            done_part = {**part, "text": b.text, "annotations": notes}
             add(
                 "response.output_text.done",
                 item_id=item_id,
@@ -282,6 +294,16 @@ def _responses(t: _Turn) -> bytes:
                 part={**part, "text": b.text},
             )
             item = {**item, "summary": [{"type": "summary_text", "text": b.text}]}
+        elif b.kind == "block" or b.tool.get("builtin"):
+            if b.kind == "block":
+                written = codec.encode_block(b.data, items[-1] if items else None)
+            else:
+                written = codec.builtin_call_item(_codec_tool(b))
+            if written is None:
+                continue  # a reading written into the item before it
+            item = written
+            shown = {**item, "status": "in_progress"}
+            add("response.output_item.added", output_index=k, item=shown)
         else:
             item_id = f"fc_{k}"
             item = {
@@ -306,6 +328,10 @@ def _responses(t: _Turn) -> bytes:
                 arguments=b.text,
             )
             item = {**item, "arguments": b.text, "status": "completed"}
+            if b.tool.get("raw") is not None:
+                item = b.tool["raw"]  # the vendor's item (a program's call, a namespace)
+            elif b.tool.get("caller") is not None:
+                item["caller"] = b.tool["caller"]
         if t.failed is None:
             add("response.output_item.done", output_index=k, item=item)
         items.append(item)
@@ -327,6 +353,13 @@ def _responses(t: _Turn) -> bytes:
     else:
         add("response.completed", response={**final, "status": "completed"})
     return _sse(events)
+
+
+def _codec_tool(b: _Block) -> Any:
+    """A scripted built-in call as the `ToolCall` the Responses codec writes."""
+    from .._types import ToolCall
+
+    return ToolCall(id=b.id, name=b.name, arguments=_arguments(b, "openai-responses"), **b.tool)
 
 
 # --- Gemini ----------------------------------------------------------------------------------
