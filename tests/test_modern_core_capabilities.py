@@ -63,11 +63,30 @@ def test_capabilities_list_the_tables_stream_checks(api: str) -> None:
     wire = _wire(api)
     caps = _model(api).capabilities()
     if wire.takes_tools:
-        assert caps.server_tools == list(wire.server_tools)
+        model = _model(api)
+        taken = [
+            k
+            for k in wire.server_tools
+            if wire.server_tool_refusal(model, ServerTool(kind=k)) is None
+        ]
+        assert caps.server_tools == taken
     else:
         assert caps.server_tools == []  # no tools at all: a server tool raises too
     assert caps.file_types == sorted(wire.file_types)
     assert all(kind in SERVER_TOOL_KINDS for kind in caps.server_tools), caps.server_tools
+
+
+def test_a_tool_only_some_models_run_is_listed_for_those_only() -> None:
+    """Bedrock runs web search as Amazon Nova's system tool: listed for Nova, not Claude."""
+    api = "bedrock-converse-stream"
+    nova = Model(id="us.amazon.nova-2-lite-v1:0", api=api, provider="caps", base_url=HOST)
+    claude = Model(id="anthropic.claude-sonnet-4", api=api, provider="caps", base_url=HOST)
+    assert "web_search" in nova.capabilities().server_tools
+    assert "web_search" not in claude.capabilities().server_tools
+    with pytest.raises(ValueError, match="only Nova models"):
+        stream_core.stream(
+            claude, _context(ServerTool(kind="web_search")), StreamOptions(api_key="k")
+        )
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -132,8 +151,13 @@ def test_a_listed_kind_reaches_the_request_as_the_tables_object(api: str, kind: 
         # A kind whose vendor object needs a field only the caller knows (a vector store
         # for file search): the builder says which, naming the kind or the field.
         pytest.skip(f"{api} {kind} needs options: {exc}")
-    wanted = {**_wire(api).server_tools[kind](tool), **tool.options}
-    assert _compact(wanted) in _compact(payload), (wanted, payload)
+    made = _wire(api).server_tools[kind](tool)
+    # `options` merge into the object at its top (COMMON form), or where the vendor's
+    # shape keeps a tool's settings (Gemini: `{"google_search": {...}}`), by the table.
+    forms = [_compact({**made, **tool.options}), _compact(made)]
+    sent = _compact(payload)
+    assert any(form in sent for form in forms), (forms, payload)
+    assert '"caps_probe":1' in sent, "the tool's options were left out"
 
 
 @pytest.mark.parametrize("api", APIS)
