@@ -36,7 +36,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable
 from typing import Any
 
 from stream_core import (
@@ -44,12 +44,9 @@ from stream_core import (
     ApprovalResponse,
     Citation,
     FileContent,
-    Model,
-    ServerTool,
     ServerToolCall,
     ServerToolResult,
     TextContent,
-    Tool,
     VendorContent,
 )
 from stream_core.provider import (
@@ -57,15 +54,14 @@ from stream_core.provider import (
     Assembler,
     as_object,
     optional_field,
-    server_tools_of,
 )
+
+from ._bedrock_tools import SYSTEM_TOOLS
 
 __all__ = [
     "API",
     "DOCUMENT_FORMATS",
     "FILE_TYPES",
-    "SERVER_TOOLS",
-    "SYSTEM_TOOLS",
     "USAGE_FIELDS",
     "BlockReader",
     "assistant_block",
@@ -75,7 +71,6 @@ __all__ = [
     "image_block",
     "read_block",
     "server_tool_counts",
-    "server_tool_objects",
     "usage_record",
     "stream_block",
     "text_block",
@@ -111,58 +106,15 @@ USAGE_FIELDS: dict[str, str] = {
 }
 """Our usage field <- Converse's (one snapshot, in `metadata`)."""
 
-SYSTEM_TOOLS: dict[str, str] = {
-    "nova_grounding": "web_search",
-    "nova_code_interpreter": "code_execution",
-}
-"""Amazon Nova's system tools (the `systemTool` names AWS documents) -> portable kind."""
-_SYSTEM_NAMES = {kind: name for name, kind in SYSTEM_TOOLS.items()}
-_NOVA = "amazon.nova"
-"""What the id of a model that runs Nova's system tools holds."""
 
 # Document names: alphanumerics, single spaces, hyphens, parentheses and square brackets.
 _NAME_BAD = re.compile(r"[^A-Za-z0-9 \-()\[\]]+")
 _NAME_MAX = 190  # of DocumentBlock's 200, leaving room for a " (n)" that makes it unique
 _CODE_OUTPUT = ("stdOut", "stdErr", "exitCode", "isError")
+_SYSTEM_NAMES = {kind: name for name, kind in SYSTEM_TOOLS.items()}
 
 
 # --- request ----------------------------------------------------------------------------
-
-
-def _system_tool(name: str) -> Callable[[ServerTool], dict[str, Any]]:
-    def make(tool: ServerTool) -> dict[str, Any]:
-        fields = ("max_uses", "allowed_domains", "blocked_domains", "user_location")
-        unsaid = [f for f in fields if getattr(tool, f) is not None]
-        if unsaid:
-            raise ValueError(
-                f"ServerTool({tool.kind!r}): {API} runs it as Nova's {name}, which takes "
-                f"no {', '.join(unsaid)} (leave them out)"
-            )
-        return {"systemTool": {"name": name}}
-
-    return make
-
-
-SERVER_TOOLS: dict[str, Callable[[ServerTool], dict[str, Any]]] = {
-    kind: _system_tool(name) for name, kind in SYSTEM_TOOLS.items()
-}
-"""`WireAPI.server_tools`: portable kind -> the Converse tool object."""
-
-
-def server_tool_objects(model: Model, tools: Iterable[Tool | ServerTool] | None) -> list[Any]:
-    """The `toolConfig.tools` entries of the context's server tools (native ones as given)."""
-    out: list[Any] = []
-    for tool in server_tools_of(tools):
-        if tool.kind == "native":
-            out.append(tool.tool)
-            continue
-        if _NOVA not in model.id:
-            raise ValueError(
-                f"ServerTool({tool.kind!r}): {API} runs it as an Amazon Nova system tool, "
-                f"which only Nova models take (not {model.id})"
-            )
-        out.append({**SERVER_TOOLS[tool.kind](tool), **tool.options})
-    return out
 
 
 def document_block(file: FileContent, names: set[str], where: str) -> dict[str, Any]:

@@ -72,16 +72,17 @@ from stream_core.provider import (
 )
 
 from . import _aws
-from ._bedrock_blocks import FILE_TYPES, SERVER_TOOLS, BlockReader, read_block
+from ._bedrock_blocks import FILE_TYPES, BlockReader, read_block
 from ._bedrock_blocks import USAGE_FIELDS as _USAGE_FIELDS
 from ._bedrock_blocks import server_tool_counts as _server_tool_counts
-from ._bedrock_blocks import server_tool_objects as _server_tool_objects
 from ._bedrock_endpoint import DEFAULT_REGION, endpoint, profile, region
 from ._bedrock_messages import API
 from ._bedrock_messages import CLAUDE as _CLAUDE
 from ._bedrock_messages import called_tools as _called_tools
 from ._bedrock_messages import convert_messages as _convert_messages
 from ._bedrock_messages import sends_tools as _sends_tools
+from ._bedrock_tools import SERVER_TOOLS, server_tool_refusal
+from ._bedrock_tools import server_tool_objects as _server_tool_objects
 from ._claude import (
     claude_schema,
     claude_version,
@@ -516,6 +517,7 @@ WIRE = WireAPI(
     extra_types={"region": (str,), "profile": (str,)},
     output_mode=lambda model: "native" if _native_output(model) else "tool",
     server_tools=SERVER_TOOLS,
+    server_tool_refusal=server_tool_refusal,
     file_types=FILE_TYPES,
     providers={"amazon-bedrock": f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"},
 )

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ._options import StreamOptions
 from ._rules import ALL_EFFORTS, image_types, rules_for, thinking_mode
+from ._server_tools import ServerTool
 
 if TYPE_CHECKING:
     from ._models import Model
@@ -155,6 +156,15 @@ def capabilities(model: Model, get_provider: Callable[[str], Any]) -> Capabiliti
         priced=priced,
         rules=[f"{r.name}: {r.source}" for r in rules_for(model)],
         # The same tables `stream()` checks (`_pipeline.checks`), so they cannot disagree.
-        server_tools=list(wire.server_tools) if wire is not None else [],
+        server_tools=_server_tools(wire, model),
         file_types=sorted(wire.file_types) if wire is not None else [],
     )
+
+
+def _server_tools(wire: Any, model: Model) -> list[str]:
+    """The kinds of the API's table this model runs (`WireAPI.server_tool_refusal`)."""
+    if wire is None or not wire.takes_tools:
+        return []
+    return [
+        k for k in wire.server_tools if wire.server_tool_refusal(model, ServerTool(kind=k)) is None
+    ]

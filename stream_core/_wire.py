@@ -130,6 +130,9 @@ class WireAPI:
     """The server-tool kinds it takes (`ServerTool.kind`) -> the vendor tool object each
     becomes (its codec's table). A kind missing here raises at `stream()`, naming the API;
     a `native` ServerTool is sent as it is to its own API only."""
+    server_tool_refusal: Callable[[Model, ServerTool], str | None] = lambda model, tool: None
+    """Why `model` cannot take a server tool its API's table has (a tool only some models
+    run), or None. `stream()` raises with it; `Model.capabilities()` leaves such kinds out."""
     file_types: frozenset[str] = frozenset()
     """The media types a `FileContent` in a request may have (`application/pdf`, ...); any
     other raises at `stream()`, naming the API and the block."""

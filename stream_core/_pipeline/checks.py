@@ -93,7 +93,7 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
     seen: dict[str, int] = {}
     for i, tool in enumerate(checked.tools or ()):
         if isinstance(tool, ServerTool):
-            _check_server_tool(wire, tool, i)
+            _check_server_tool(wire, model, tool, i)
             continue
         problem = tool_name_problem(tool.name)
         if problem is not None:
@@ -206,7 +206,7 @@ def _check_controls(wire: WireAPI, options: StreamOptions) -> None:
             )
 
 
-def _check_server_tool(wire: WireAPI, tool: ServerTool, i: int) -> None:
+def _check_server_tool(wire: WireAPI, model: Model, tool: ServerTool, i: int) -> None:
     where = f"context.tools[{i}]"
     if tool.kind == "native":
         if tool.api != wire.api:
@@ -223,6 +223,9 @@ def _check_server_tool(wire: WireAPI, tool: ServerTool, i: int) -> None:
             f"{takes}; any other as ServerTool.native(api, tool))"
         )
     check_json(tool.options, f"{where}.options")
+    refusal = wire.server_tool_refusal(model, tool)
+    if refusal is not None:
+        raise ValueError(f"{where}.kind: {refusal}")
 
 
 def _check_file(wire: WireAPI, part: FileContent, where: str) -> None:
