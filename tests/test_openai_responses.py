@@ -19,6 +19,7 @@ from stream_core import (
     Context,
     ImageContent,
     Model,
+    ServerToolCall,
     TextContent,
     ThinkingContent,
     Tool,
@@ -525,7 +526,7 @@ def test_documented_error_event_shape() -> None:
     assert error.message == "Slow down"
 
 
-def test_server_tool_items_are_skipped_and_finished_items_without_deltas_are_read() -> None:
+def test_server_tool_items_are_kept_and_finished_items_without_deltas_are_read() -> None:
     run = _run(
         _ev(
             "response.output_item.added",
@@ -549,7 +550,13 @@ def test_server_tool_items_are_skipped_and_finished_items_without_deltas_are_rea
         ),
         COMPLETED,
     )
-    thinking, text = run.message.content
+    search, thinking, text = run.message.content
+    assert isinstance(search, ServerToolCall) and search.id == "ws_1"
+    assert search.kind == "web_search" and search.raw == {
+        "id": "ws_1",
+        "type": "web_search_call",
+        "status": "completed",
+    }
     assert isinstance(thinking, ThinkingContent) and thinking.redacted and not thinking.thinking
     assert json.loads(thinking.signature or "")["encrypted_content"] == "enc"
     assert isinstance(text, TextContent) and text.text == "Found it."
