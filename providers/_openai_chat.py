@@ -10,12 +10,12 @@ its own request builder, stop-reason table and compat flags.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from pydantic_core import from_json
 
-from stream_core import AssistantMessage, ThinkingContent, ToolChoice
+from stream_core import AssistantMessage, TextContent, ThinkingContent, ToolChoice
 from stream_core.provider import (
     ANY,
     Assembler,
@@ -33,8 +33,16 @@ from stream_core.provider import (
     vendor_error_fields,
 )
 
+from ._chat_citations import (
+    KNOWN_DELTA_FIELDS,
+    ChatExtras,
+    reference_citations,
+    server_tool_counts,
+)
+
 __all__ = [
     "SIGNATURE_FIELDS",
+    "chat_codec",
     "json_schema_format",
     "parse_response",
     "tool_choice_field",
@@ -99,13 +107,28 @@ def json_schema_format(spec: OutputSpec) -> dict[str, Any]:
 _TEXT, _THINKING = "text", "thinking"
 
 
-def translator(asm: Assembler) -> Translator:
+def chat_codec(api: str) -> tuple[Callable[[Assembler], Translator], _Reader]:
+    """(translator, non-streamed reader) for `api`: the blocks they keep verbatim
+    (`VendorContent`) name it."""
+
+    def translator(asm: Assembler) -> Translator:
+        return _translator(asm, api)
+
+    def parse_response(asm: Assembler, obj: Any) -> None:
+        _parse_response(asm, obj, api)
+
+    return translator, parse_response
+
+
+def _translator(asm: Assembler, api: str) -> Translator:
     last_tool: list[Hashable] = [("tool", 0)]
     details = _ReasoningDetails(asm)
+    extras = ChatExtras(asm, api)
 
     def on_event(event: str, data: str) -> None:
         if data == "[DONE]":
             details.settle()
+            extras.settle()
             asm.finished = True
             return
         where = "chunk" if event in ("", "message") else event  # "message": SSE's default
@@ -125,6 +148,7 @@ def translator(asm: Assembler) -> Translator:
             # Read once: the first chunk names the response and the served model.
             asm.set_response_id(optional_field(chunk, "id", str, where))
             asm.set_response_model(chunk.get("model"))
+            extras.top_level(chunk)
         if delta:
             if type(content) is str and _PLAIN.issuperset(delta):
                 # The common delta, text alone, without the general path's call.
@@ -145,7 +169,7 @@ def translator(asm: Assembler) -> Translator:
                 last_tool[0] = key = ("tool", index)
                 asm.tool_call(key, args)
             else:
-                _delta(asm, delta, content, refusal, tools, last_tool)
+                _delta(asm, delta, content, refusal, tools, last_tool, extras)
                 if "reasoning_details" in delta or "thinking_blocks" in delta:
                     details.add(delta)
         if finish:
@@ -154,6 +178,9 @@ def translator(asm: Assembler) -> Translator:
             usage = choice_usage  # Moonshot puts it on the choice
         if usage:
             _usage(asm, usage)
+        if finish or usage:
+            # Perplexity's sources ride on every chunk: read on these (and the first).
+            extras.top_level(chunk)
 
     return on_event
 
@@ -206,6 +233,7 @@ def _delta(
     refusal: str | None,
     tool_calls: list[Any] | None,
     last_tool: list[Hashable],
+    extras: ChatExtras,
 ) -> None:
     # One delta may carry reasoning, text and tool calls together; they go in that order.
     if not _REASONING_SET.isdisjoint(delta):
@@ -222,12 +250,14 @@ def _delta(
                 asm.end(_THINKING)
             asm.text(_TEXT, content)
         else:  # Mistral-style typed parts
-            _content_parts(asm, content)  # type: ignore[arg-type]
+            _content_parts(asm, content, extras)  # type: ignore[arg-type]
     if refusal:
         # OpenAI puts a refusal in its own field and still says `stop`: kept as text, and
         # the message ends as an error of kind refusal (CONTRACT 3.1).
         asm.text(_TEXT, refusal)
         asm.set_stop_reason(None, detail="refusal", rule="refusal")
+    if not KNOWN_DELTA_FIELDS.issuperset(delta):
+        extras.delta(delta)  # citations, files, server-run tools, any other field
     if tool_calls is None:
         return
     for tc in tool_calls:
@@ -318,11 +348,11 @@ def _last_thinking(message: AssistantMessage) -> ThinkingContent | None:
     return next((b for b in reversed(message.content) if isinstance(b, ThinkingContent)), None)
 
 
-def _content_parts(asm: Assembler, parts: list[Any]) -> None:
+def _content_parts(asm: Assembler, parts: list[Any], extras: ChatExtras) -> None:
     at = _PARTS  # one name for every part: no string built per delta
     for item in parts:
         if type(item) is not dict:
-            continue  # a part of a kind we do not know
+            continue  # not a part: nothing to keep
         part: dict[str, Any] = item
         ptype = optional_field(part, "type", str, at)
         if ptype == "thinking":
@@ -338,11 +368,27 @@ def _content_parts(asm: Assembler, parts: list[Any]) -> None:
             if thought:
                 asm.end(_TEXT)
                 asm.thinking(_THINKING, thought, signature="thinking")
-        else:
+        elif ptype == "text" or ptype is None:
             text = optional_field(part, "text", str, at)
             if text:
                 asm.end(_THINKING)
                 asm.text(_TEXT, text)
+        elif ptype == "reference":
+            _reference(asm, part, extras)
+        else:  # a part of a kind we do not type: kept as the vendor sent it
+            extras.keep_part(part)
+
+
+def _reference(asm: Assembler, part: dict[str, Any], extras: ChatExtras) -> None:
+    """Mistral's `reference` chunk after the text it supports: citations on the open text
+    block, spanning the text since the previous reference."""
+    block = asm.block(_TEXT)
+    if not isinstance(block, TextContent):
+        block = None
+    end = len(block.text) if block is not None else 0
+    start = max((c.end or 0 for c in block.citations or ()), default=0) if block else 0
+    for citation in reference_citations(part, min(start, end), end):
+        asm.cite(_TEXT, citation)
 
 
 def _find(usage: dict[str, Any], paths: tuple[tuple[str, ...], ...]) -> int | None:
@@ -359,6 +405,10 @@ def _find(usage: dict[str, Any], paths: tuple[tuple[str, ...], ...]) -> int | No
 
 
 def _usage(asm: Assembler, usage: dict[str, Any]) -> None:
+    if "num_search_queries" in usage or "server_tool_use" in usage:
+        counts = server_tool_counts(usage)
+        if counts:
+            asm.set_server_tools(counts)
     got = {name: _find(usage, paths) for name, paths in _USAGE_PATHS.items()}
     prompt, completion = got["prompt"], got["completion"]
     if prompt is None and completion is None:
@@ -379,10 +429,11 @@ def _usage(asm: Assembler, usage: dict[str, Any]) -> None:
     )
 
 
-def parse_response(asm: Assembler, obj: Any) -> None:
+def _parse_response(asm: Assembler, obj: Any, api: str) -> None:
     """A whole `chat.completion` (a proxy or server that ignored `stream: true`): its
     message is read as one delta, so it gives the same events as a stream in one piece."""
     body = as_object(obj, "response")
+    extras = ChatExtras(asm, api)
     usage = optional_field(body, "usage", dict, "response")
     error = body.get("error")
     if error:
@@ -407,12 +458,18 @@ def parse_response(asm: Assembler, obj: Any) -> None:
                 }
             details = _ReasoningDetails(asm)
             content, refusal, tools = _MESSAGE(message)
-            _delta(asm, message, content, refusal, tools, [("tool", 0)])
+            _delta(asm, message, content, refusal, tools, [("tool", 0)], extras)
             details.add(message)
             details.settle()
+        extras.top_level(body)
+        extras.settle()
         asm.end_all()
         asm.set_stop_reason(optional_field(choice, "finish_reason", str, "response.choices[0]"))
         usage = usage or optional_field(choice, "usage", dict, "response.choices[0]")
     if usage:
         _usage(asm, usage)
     asm.finished = True
+
+
+_Reader = Callable[[Assembler, Any], None]
+translator, parse_response = chat_codec("openai-completions")

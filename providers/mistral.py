@@ -25,7 +25,9 @@ from typing import Any
 from stream_core import (
     AssistantMessage,
     AssistantStream,
+    Citation,
     Context,
+    FileContent,
     ImageContent,
     Model,
     StreamOptions,
@@ -34,6 +36,7 @@ from stream_core import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    VendorContent,
 )
 from stream_core.provider import (
     IMAGE_OMITTED_TEXT,
@@ -45,9 +48,11 @@ from stream_core.provider import (
     function_tools,
     output_spec,
     prepare_messages,
+    server_tools_of,
 )
 
-from ._openai_chat import json_schema_format, parse_response, tool_choice_field, translator
+from ._chat_citations import mistral_file_part, reference_chunk
+from ._openai_chat import chat_codec, json_schema_format, tool_choice_field
 
 API = "mistral-conversations"
 
@@ -124,7 +129,12 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if options.temperature is not None:
         payload["temperature"] = options.temperature
     if context.tools:
-        payload["tools"] = function_tools(context.tools)
+        # No portable server-tool kinds: Mistral's built-in connectors (web search, code
+        # interpreter, image generation, document library) are tools of its Agents and
+        # Conversations APIs, not of /v1/chat/completions. A native ServerTool for this
+        # API goes in the list as it is.
+        native = [t.tool for t in server_tools_of(context.tools) if t.tool is not None]
+        payload["tools"] = function_tools(context.tools) + native
         if options.tool_choice is not None:
             payload["tool_choice"] = tool_choice_field(options.tool_choice, _TOOL_CHOICES)
         if options.parallel_tool_calls is not None:
@@ -176,6 +186,10 @@ def _user_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
         if isinstance(b, TextContent):
             if b.text.strip():
                 parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, FileContent):
+            parts.append(mistral_file_part(b))  # its type was checked at stream()
+        elif isinstance(b, VendorContent):
+            parts.append(b.data)  # Mistral's own chunk (another API's became text)
         elif not isinstance(b, ImageContent):
             continue  # a block of a type we do not know: kept in the history, never sent
         elif vision:
@@ -190,7 +204,9 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     calls: list[dict[str, Any]] = []
     for b in m.content:
         if isinstance(b, TextContent):
-            if b.text.strip():
+            if b.citations:
+                parts += _cited(b)
+            elif b.text.strip():
                 parts.append({"type": "text", "text": b.text})
         elif isinstance(b, ThinkingContent):
             # Only this model's own reasoning is still thinking here (handoff turned the
@@ -210,6 +226,14 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
                     },
                 }
             )
+        elif isinstance(b, VendorContent):
+            parts.append(b.data)  # a chunk of Mistral's own, sent back as it came
+        else:
+            # A block /v1/chat/completions has no chunk for (a server tool's call or
+            # result, a file): its text, so nothing is lost.
+            as_text = getattr(b, "as_text", None)
+            if callable(as_text):
+                parts.append({"type": "text", "text": as_text()})
     if not parts and not calls:
         return None
     out: dict[str, Any] = {"role": "assistant"}
@@ -221,6 +245,27 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     return out
 
 
+def _cited(block: TextContent) -> list[dict[str, Any]]:
+    """Text with Mistral's citations: the text cut where each `reference` chunk stood (the
+    end of its span) and the chunk put back there, as the model wrote them."""
+    groups: dict[tuple[int, str], tuple[int, list[Citation]]] = {}
+    for n, c in enumerate(block.citations or ()):
+        # One reference chunk became one citation per id, each with that chunk as `raw`.
+        at = c.end if c.end is not None else len(block.text)
+        raw = json.dumps(c.raw, sort_keys=True) if c.raw is not None else f"#{n}"
+        groups.setdefault((at, raw), (at, []))[1].append(c)
+    parts: list[dict[str, Any]] = []
+    done = 0
+    for at, citations in sorted(groups.values(), key=lambda g: g[0]):
+        if at > done:
+            parts.append({"type": "text", "text": block.text[done:at]})
+            done = at
+        parts.append(reference_chunk(citations))
+    if done < len(block.text):
+        parts.append({"type": "text", "text": block.text[done:]})
+    return parts
+
+
 def _tool_result(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
     text = "\n".join(b.text for b in m.content if isinstance(b, TextContent)).strip()
     images = [b for b in m.content if isinstance(b, ImageContent)]
@@ -229,6 +274,7 @@ def _tool_result(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
     if m.is_error:
         text = TOOL_ERROR_PREFIX + text
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    content += [mistral_file_part(b) for b in m.content if isinstance(b, FileContent)]
     if vision:
         content += _user_parts(images, vision=True)
     elif images:
@@ -237,6 +283,8 @@ def _tool_result(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:
 
 
 # The Chat Completions translator (and its non-streamed reader) with Mistral's tables.
+translator, parse_response = chat_codec(API)
+
 WIRE = WireAPI(
     api=API,
     terminal_event="data: [DONE]",
@@ -250,4 +298,6 @@ WIRE = WireAPI(
     providers={"mistral": "https://api.mistral.ai"},
     controls=_CONTROLS,
     output_mode=lambda model: "native",
+    # `document_url` chunks (a URL or a base64 PDF data URL) and `file` chunks (file ids).
+    file_types=frozenset({"application/pdf"}),
 )

@@ -31,6 +31,7 @@ from stream_core import (
     AssistantMessage,
     AssistantStream,
     Context,
+    FileContent,
     ImageContent,
     Model,
     OutputMode,
@@ -40,6 +41,7 @@ from stream_core import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    VendorContent,
 )
 from stream_core.provider import (
     IMAGE_OMITTED_TEXT,
@@ -53,9 +55,11 @@ from stream_core.provider import (
     id_normalizer,
     output_spec,
     prepare_messages,
+    server_tools_of,
 )
 
 from ._azure import azure_base_url, is_azure
+from ._chat_citations import file_part
 from ._openai_chat import (
     SIGNATURE_FIELDS,
     json_schema_format,
@@ -264,7 +268,11 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if options.temperature is not None:
         payload["temperature"] = options.temperature
     if context.tools:
-        payload["tools"] = function_tools(context.tools)
+        # No portable server-tool kinds (WIRE.server_tools is empty): OpenAI's search
+        # models take `web_search_options`, a request field, not a tool; a server's own
+        # tool objects (ServerTool.native for this API) go in the list as they are.
+        native = [t.tool for t in server_tools_of(context.tools) if t.tool is not None]
+        payload["tools"] = function_tools(context.tools) + native
         if options.tool_choice is not None:
             payload["tool_choice"] = tool_choice_field(options.tool_choice)
         if options.parallel_tool_calls is not None:
@@ -302,7 +310,8 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
     pending_images: list[dict[str, Any]] = []
     for m in messages:
         if not isinstance(m, ToolResultMessage) and pending_images:
-            # Tool messages take text only: their images follow in one user message.
+            # Tool messages take text only: their images and files follow in one user
+            # message.
             out.append(
                 {
                     "role": "user",
@@ -327,11 +336,15 @@ def _convert_messages(model: Model, context: Context, compat: Compat) -> list[di
                 out.append(converted)
         else:
             text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
-            if vision:
-                pending_images += _user_parts(
-                    [b for b in m.content if isinstance(b, ImageContent)], vision=True
-                )
-            has_image = any(isinstance(b, ImageContent) for b in m.content)
+            pending_images += _user_parts(
+                [
+                    b
+                    for b in m.content
+                    if isinstance(b, FileContent) or (vision and isinstance(b, ImageContent))
+                ],
+                vision=True,
+            )
+            has_image = any(isinstance(b, (ImageContent, FileContent)) for b in m.content)
             text = text or ("(see attached image)" if has_image else "(no output)")
             out.append(
                 {
@@ -359,6 +372,11 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
         if isinstance(b, TextContent):
             if b.text.strip():
                 parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, FileContent):
+            parts.append(file_part(b, API))  # its type was checked at stream()
+        elif isinstance(b, VendorContent):
+            # This API's own part (another API's became text in prepare_messages).
+            parts.append(b.data)
         elif not isinstance(b, ImageContent):
             continue  # UnknownContent: kept in the history, never sent
         elif vision:
@@ -372,7 +390,11 @@ def _user_parts(content: list[Any], *, vision: bool) -> list[dict[str, Any]]:
 def _assistant(m: AssistantMessage, compat: Compat) -> dict[str, Any] | None:
     # Same-model thinking text has no wire form here (handoff already turned other models'
     # thinking into text); it is left out, but its signatures go back (`_signatures`).
-    text = "\n\n".join(b.text for b in m.content if isinstance(b, TextContent) and b.text.strip())
+    # Text goes as it is, without its citations: this vendor made them (Perplexity's
+    # sources, url_citation annotations) and an assistant message has no field for them.
+    # What else the vendor sent (a server-run tool and its result, a generated image, a
+    # field kept verbatim) has no field either: it goes as its text, so nothing is lost.
+    text = "\n\n".join(piece for b in m.content if (piece := _assistant_text(b)).strip())
     calls = [
         {
             "id": b.id,
@@ -394,6 +416,15 @@ def _assistant(m: AssistantMessage, compat: Compat) -> dict[str, Any] | None:
         out["tool_calls"] = calls
     out.update(signatures)
     return out
+
+
+def _assistant_text(block: object) -> str:
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, (ThinkingContent, ToolCall)):
+        return ""
+    as_text = getattr(block, "as_text", None)
+    return as_text() if callable(as_text) else ""
 
 
 def _signatures(m: AssistantMessage) -> dict[str, list[Any]]:
@@ -435,4 +466,6 @@ WIRE = WireAPI(
     parse_response=parse_response,
     controls=_CONTROLS,
     output_mode=_output_mode,
+    # Chat Completions' `file` content part; images stay `ImageContent`.
+    file_types=frozenset({"application/pdf"}),
 )
