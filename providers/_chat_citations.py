@@ -42,10 +42,13 @@ __all__ = [
     "KNOWN_DELTA_FIELDS",
     "ChatExtras",
     "annotation_of",
+    "block_delta",
+    "citations_delta",
     "file_part",
     "mistral_file_part",
-    "reference_citations",
     "reference_chunk",
+    "reference_citations",
+    "reference_parts",
     "server_tool_counts",
 ]
 
@@ -431,6 +434,28 @@ def reference_chunk(citations: list[Citation]) -> dict[str, Any]:
     return {"type": "reference", "reference_ids": ids}
 
 
+def reference_parts(text: str, citations: list[Citation]) -> list[dict[str, Any]]:
+    """Mistral content chunks for cited text: the text cut where each `reference` chunk
+    stood (the end of its citations' span; the end of the text for one without a span)
+    and the chunk put there, as the model wrote them."""
+    groups: dict[tuple[int, str], tuple[int, list[Citation]]] = {}
+    for n, c in enumerate(citations):
+        # One reference chunk became one citation per id, each with that chunk as `raw`.
+        at = c.end if c.end is not None else len(text)
+        raw = json.dumps(c.raw, sort_keys=True) if c.raw is not None else f"#{n}"
+        groups.setdefault((at, raw), (at, []))[1].append(c)
+    parts: list[dict[str, Any]] = []
+    done = 0
+    for at, cited in sorted(groups.values(), key=lambda g: g[0]):
+        if at > done:
+            parts.append({"type": "text", "text": text[done:at]})
+            done = at
+        parts.append(reference_chunk(cited))
+    if done < len(text):
+        parts.append({"type": "text", "text": text[done:]})
+    return parts
+
+
 # --- files -------------------------------------------------------------------------------------
 
 
@@ -473,3 +498,42 @@ def mistral_file_part(block: FileContent) -> dict[str, Any]:
     if block.name:
         part["document_name"] = block.name
     return part
+
+
+# --- scripted turns as vendor bytes (`vendor_bytes`) -------------------------------------------
+
+
+def citations_delta(text: str, citations: list[Citation], api: str, offset: int) -> dict[str, Any]:
+    """A cited text block as the delta that says it: Mistral's text and `reference`
+    chunks; elsewhere the text's `url_citation` annotations (spans counted from `offset`,
+    the length of the message's text before this block), sent after the text."""
+    if api == "mistral-conversations":
+        return {"content": reference_parts(text, citations)}
+    return {"annotations": [url_annotation(c, offset) for c in citations]}
+
+
+def block_delta(block: Any, api: str) -> dict[str, Any]:
+    """A block of a `block_*` kind as the delta a chat server sends it in: a generated
+    image as OpenRouter's `images`, a vendor block of this API as a typed content part or
+    as the delta field it was read from. Anything else (a server-run tool: Groq's
+    `executed_tools` carry no call id; an approval request) raises, naming it."""
+    if (
+        isinstance(block, FileContent)
+        and api == "openai-completions"
+        and block.data is not None
+        and (block.mime_type or "").startswith("image/")
+    ):
+        url = f"data:{block.mime_type};base64,{block.data}"
+        return {"images": [{"type": "image_url", "image_url": {"url": url}}]}
+    if isinstance(block, VendorContent) and block.api == api:
+        data = block.data
+        if type(data.get("type")) is str and data["type"] not in ("text", "thinking", "reference"):
+            return {"content": [data]}
+        if len(data) == 1:
+            ((name, value),) = data.items()
+            if name not in KNOWN_DELTA_FIELDS and name not in _HANDLERS and value:
+                return {name: value}
+    raise ValueError(
+        f"vendor_bytes: {api} has no way to say a {getattr(block, 'type', 'block')} block "
+        "in a stream (see providers/_chat_citations.py)"
+    )

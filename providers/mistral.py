@@ -25,7 +25,6 @@ from typing import Any
 from stream_core import (
     AssistantMessage,
     AssistantStream,
-    Citation,
     Context,
     FileContent,
     ImageContent,
@@ -51,7 +50,7 @@ from stream_core.provider import (
     server_tools_of,
 )
 
-from ._chat_citations import mistral_file_part, reference_chunk
+from ._chat_citations import mistral_file_part, reference_parts
 from ._openai_chat import chat_codec, json_schema_format, tool_choice_field
 
 API = "mistral-conversations"
@@ -205,7 +204,7 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     for b in m.content:
         if isinstance(b, TextContent):
             if b.citations:
-                parts += _cited(b)
+                parts += reference_parts(b.text, b.citations)
             elif b.text.strip():
                 parts.append({"type": "text", "text": b.text})
         elif isinstance(b, ThinkingContent):
@@ -243,27 +242,6 @@ def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
     if calls:
         out["tool_calls"] = calls
     return out
-
-
-def _cited(block: TextContent) -> list[dict[str, Any]]:
-    """Text with Mistral's citations: the text cut where each `reference` chunk stood (the
-    end of its span) and the chunk put back there, as the model wrote them."""
-    groups: dict[tuple[int, str], tuple[int, list[Citation]]] = {}
-    for n, c in enumerate(block.citations or ()):
-        # One reference chunk became one citation per id, each with that chunk as `raw`.
-        at = c.end if c.end is not None else len(block.text)
-        raw = json.dumps(c.raw, sort_keys=True) if c.raw is not None else f"#{n}"
-        groups.setdefault((at, raw), (at, []))[1].append(c)
-    parts: list[dict[str, Any]] = []
-    done = 0
-    for at, citations in sorted(groups.values(), key=lambda g: g[0]):
-        if at > done:
-            parts.append({"type": "text", "text": block.text[done:at]})
-            done = at
-        parts.append(reference_chunk(citations))
-    if done < len(block.text):
-        parts.append({"type": "text", "text": block.text[done:]})
-    return parts
 
 
 def _tool_result(m: ToolResultMessage, *, vision: bool) -> dict[str, Any]:

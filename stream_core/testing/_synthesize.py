@@ -153,13 +153,26 @@ def _chat(t: _Turn, *, mistral: bool = False) -> bytes:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
+    # Citations and blocks of the `block_*` kinds: the provider's codec (or its refusal).
+    codec: Any = importlib.import_module("stream_core.providers._chat_citations")
+    api = "mistral-conversations" if mistral else "openai-completions"
     events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
     calls = 0
+    said = 0  # the message's text so far (annotation spans count in all of it)
     for b in t.blocks:
         if b.kind == "text":
-            events.append((None, chunk({"content": b.text})))
+            cited = codec.citations_delta(b.text, b.citations, api, said) if b.citations else {}
+            if "content" in cited:
+                events.append((None, chunk(cited)))  # the text with its reference chunks
+            else:
+                events.append((None, chunk({"content": b.text})))
+                if cited:
+                    events.append((None, chunk(cited)))
+            said += len(b.text)
         elif b.kind == "thinking":
             events.append((None, chunk({"reasoning_content": b.text})))
+        elif b.kind == "block":
+            events.append((None, chunk(codec.block_delta(b.data, api))))
         else:
             head = {
                 "index": calls,
@@ -486,7 +499,13 @@ def _ollama(t: _Turn, *, chat: bool) -> bytes:
     base = {"model": _MODEL, "created_at": "2026-01-01T00:00:00Z"}
     lines: list[dict[str, Any]] = []
     calls = []
+    api = "ollama-chat" if chat else "ollama-generate"
     for b in t.blocks:
+        if b.kind == "block" or b.citations:
+            # Ollama streams text, thinking and tool calls only: no server tools, files,
+            # vendor blocks or citations to say them with.
+            what = f"a {b.data.type} block" if b.kind == "block" else "citations"
+            raise ValueError(f"vendor_bytes: {api} has no way to say {what} in a stream")
         if b.kind == "tool":
             if not chat:
                 raise ValueError("vendor_bytes: ollama-generate takes no tools (use ollama-chat)")
