@@ -69,7 +69,7 @@ def test_tool_input_given_at_block_start_is_used() -> None:
     assert run.message.stop_reason == "tool_use"
 
 
-def test_server_tool_blocks_are_skipped_with_their_deltas() -> None:
+def test_server_tool_blocks_are_kept_with_their_deltas() -> None:
     server = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
     run = _run(
         _start(),
@@ -84,7 +84,9 @@ def test_server_tool_blocks_are_skipped_with_their_deltas() -> None:
         _ev("content_block_stop", index=1),
         _end("end_turn"),
     )
-    assert [b.type for b in run.message.content] == ["text"]
+    assert [b.type for b in run.message.content] == ["server_tool_call", "text"]
+    call = run.message.content[0]
+    assert call.id == "srvtoolu_1" and call.kind == "web_search"  # type: ignore[union-attr]
     assert run.message.text() == "found"
 
 
