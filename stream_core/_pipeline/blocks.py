@@ -15,7 +15,6 @@ from .._decoding.json_values import (
     ArgumentsError,
     is_storable_json,
     parse_arguments,
-    parse_partial_json,
 )
 from .._errors import ProtocolError
 from .._events import AssistantStreamEvent, BlockDelta, CitationAdded, MessageUpdate
@@ -143,16 +142,14 @@ def _declared_order(block: Any) -> None:
 
 
 def _finish_input(call: ServerToolCall) -> None:
-    """A server call's streamed input, parsed once at its end: what parses of it when it
-    is cut (the vendor ran it; nothing here executes it)."""
+    """A server call's streamed input, parsed once at its end. Text that is not one JSON
+    value (cut, or junk) is kept as it came, `{"partial_json": text}`: the vendor ran the
+    call, nothing here executes it, and a best-effort parse would lose the tail."""
     text = call.partial_json
     try:
         value: Any = parse_arguments(text)
     except (ArgumentsError, RecursionError, MemoryError):
-        try:
-            value = parse_partial_json(text)
-        except (ValueError, RecursionError, MemoryError):
-            value = None
+        value = None
     if value is None or not is_storable_json(value):
         value = {"partial_json": text}
     call.input = value
