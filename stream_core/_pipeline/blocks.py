@@ -6,15 +6,15 @@ message-level facts that come with them (container, server-tool counts). Mixed i
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._blocks import ServerToolCall
 from .._decoding.json_values import (
-    ArgumentsError,
     is_storable_json,
-    parse_arguments,
+    parse_partial_json,
 )
 from .._errors import ProtocolError
 from .._events import AssistantStreamEvent, BlockDelta, CitationAdded, MessageUpdate
@@ -142,14 +142,20 @@ def _declared_order(block: Any) -> None:
 
 
 def _finish_input(call: ServerToolCall) -> None:
-    """A server call's streamed input, parsed once at its end. Text that is not one JSON
-    value (cut, or junk) is kept as it came, `{"partial_json": text}`: the vendor ran the
-    call, nothing here executes it, and a best-effort parse would lose the tail."""
+    """A server call's streamed input, parsed once at its end: any JSON value the vendor
+    ran it with; of a cut one, what parses of it; when nothing does (`{"q`, junk), the text
+    as it came, `{"partial_json": text}` (the vendor ran the call: nothing executes it)."""
     text = call.partial_json
+    value: Any = None
     try:
-        value: Any = parse_arguments(text)
-    except (ArgumentsError, RecursionError, MemoryError):
-        value = None
+        value = json.loads(text)
+    except (ValueError, RecursionError, MemoryError):
+        try:
+            value = parse_partial_json(text)
+        except (ValueError, RecursionError, MemoryError):
+            value = None
+        if value in ({}, [], ""):
+            value = None  # nothing of it parses: keep the text
     if value is None or not is_storable_json(value):
         value = {"partial_json": text}
     call.input = value
