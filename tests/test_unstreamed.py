@@ -156,7 +156,10 @@ def test_anthropic_whole_json_answer_reads_like_the_same_answer_streamed() -> No
         ("toolu_1", "weather", {"city": "Oslo"}),
         ("toolu_2", "clock", {}),
     ]
-    assert len(content) == 5  # the server tool blocks are skipped, as when streamed
+    # The server tool blocks are kept, as when streamed.
+    assert [b.type for b in content].count("server_tool_call") == 1
+    assert [b.type for b in content].count("server_tool_result") == 1
+    assert len(content) == 7
     usage = whole.message.usage
     assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (30, 45, 100, 7)
     assert whole.message.response_id == "msg_whole_1"
