@@ -244,7 +244,16 @@ def _tool_images(images: list[str], *, vision: bool) -> dict[str, Any]:
 
 
 def _assistant(m: AssistantMessage) -> dict[str, Any] | None:
-    text = "".join(b.text for b in m.content if isinstance(b, TextContent))
+    # Ollama's own answers hold text, thinking and calls only; any other block (one a
+    # harness added) has no field here and goes as its text, so nothing is dropped.
+    text = "".join(
+        b.text
+        if isinstance(b, TextContent)
+        else ""
+        if isinstance(b, (ThinkingContent, ToolCall))
+        else getattr(b, "as_text", lambda: "")()
+        for b in m.content
+    )
     thinking = "".join(
         b.thinking for b in m.content if isinstance(b, ThinkingContent) and not b.redacted
     )
