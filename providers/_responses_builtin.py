@@ -63,6 +63,17 @@ SERVER_CALLS: dict[str, str | None] = {
 }
 """Item types of calls the vendor runs -> the portable kind (None: none)."""
 
+TOOL_NAMES: dict[str, str] = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_interpreter",
+    "image_generation_call": "image_generation",
+    "tool_search_call": "tool_search",
+    "shell_call": "shell",
+}
+"""Item types of server calls -> the name of the tool that made them (its `type` in the
+request's `tools`): `ServerToolCall.name` (an MCP call is named by its own tool)."""
+
 SERVER_RESULTS: dict[str, str | None] = {
     "tool_search_output": "tool_search",
     "program_output": None,
@@ -161,7 +172,7 @@ def _call_id(item: dict[str, Any], where: str) -> str:
 
 def server_call(item: dict[str, Any], itype: str, where: str) -> ServerToolCall:
     """The call an item of `SERVER_CALLS` is (its input as far as the item holds it)."""
-    name = itype
+    name = TOOL_NAMES.get(itype, itype)
     if itype == "mcp_call":
         name = optional_field(item, "name", str, where) or itype
     return ServerToolCall(

@@ -25,7 +25,7 @@ from stream_core import (
     VendorContent,
 )
 
-from ._responses_builtin import API, CLIENT_CALLS
+from ._responses_builtin import API, CLIENT_CALLS, SERVER_CALLS, TOOL_NAMES
 
 FILE_TYPES = frozenset(
     {
@@ -298,14 +298,10 @@ def tool_objects(tools: list[ServerTool]) -> tuple[list[dict[str, Any]], list[st
 
 # --- blocks -> the items a server streams (`vendor_bytes`) ----------------------------------
 
-_KIND_ITEMS = {
-    "web_search": "web_search_call",
-    "file_search": "file_search_call",
-    "code_execution": "code_interpreter_call",
-    "image_generation": "image_generation_call",
-    "mcp": "mcp_call",
-}
-"""A scripted call without `raw`: the item type its kind is written as."""
+_WRITTEN = ("web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call")
+_KIND_ITEMS = {SERVER_CALLS[t]: t for t in (*_WRITTEN, "mcp_call")}
+"""A scripted call without `raw`: the item type its kind is written as (`SERVER_CALLS`
+read backwards, for the item types written here)."""
 
 
 def encode_block(block: Any, previous: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -335,7 +331,9 @@ def encode_block(block: Any, previous: dict[str, Any] | None) -> dict[str, Any] 
 
 def _call_item(call: ServerToolCall) -> dict[str, Any]:
     itype = _KIND_ITEMS.get(call.kind or "")
-    if itype is None or (itype != "mcp_call" and call.name not in (itype, "")):
+    if itype is None or (
+        itype != "mcp_call" and call.name not in (itype, TOOL_NAMES.get(itype), "")
+    ):
         raise ValueError(
             f"vendor_bytes: openai-responses writes a server call without `raw` by its kind "
             f"({', '.join(f'{k} as {v}' for k, v in _KIND_ITEMS.items())}); "
