@@ -66,6 +66,7 @@ def test_the_shell_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> N
 
     out = capsys.readouterr().out
     assert "The command printed hello." in out
+    assert "['user', 'shell_call', 'shell_call_output']" in out
     sent = namespace["second_request"]["input"]
     outputs = [item for item in sent if item.get("type") == "shell_call_output"]
     assert outputs and outputs[0]["call_id"] == "call_1"
