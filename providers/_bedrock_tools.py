@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stream_core import Model, ServerTool, Tool
+from stream_core.provider import server_tool_objects as _objects
 from stream_core.provider import server_tools_of
 
 __all__ = ["SERVER_TOOLS", "SYSTEM_TOOLS", "server_tool_objects", "server_tool_refusal"]
@@ -54,13 +55,8 @@ def server_tool_refusal(model: Model, tool: ServerTool) -> str | None:
 
 def server_tool_objects(model: Model, tools: Iterable[Tool | ServerTool] | None) -> list[Any]:
     """The `toolConfig.tools` entries of the context's server tools (native ones as given)."""
-    out: list[Any] = []
     for tool in server_tools_of(tools):
-        if tool.kind == "native":
-            out.append(tool.tool)
-            continue
         refusal = server_tool_refusal(model, tool)
         if refusal is not None:
             raise ValueError(refusal)
-        out.append({**SERVER_TOOLS[tool.kind](tool), **tool.options})
-    return out
+    return _objects(tools, SERVER_TOOLS)

@@ -33,8 +33,8 @@ Response side (what each becomes):
 
 Request side (`_gemini_messages`): every kept part goes back in the model turn as it
 came (`raw` / `data`, signature included; a signature is dropped only for another model,
-which cannot verify it). The derived grounding and URL-context blocks are not sent: they are response
-metadata, and Gemini's request has no field for it (nor for citations).
+which cannot verify it). The derived grounding and URL-context blocks are not sent: they
+are response metadata, and Gemini's request has no field for it (nor for citations).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from stream_core import (
     ToolResultMessage,
     VendorContent,
 )
+from stream_core.provider import server_tool_objects
 
 from ._responses_builtin import API, CLIENT_CALLS, SERVER_CALLS, TOOL_NAMES
 
@@ -284,11 +285,7 @@ def tool_objects(tools: list[ServerTool]) -> tuple[list[dict[str, Any]], list[st
     """The tool objects for `tools`, and the `include` entries their results need."""
     out: list[dict[str, Any]] = []
     include: list[str] = []
-    for t in tools:
-        if t.kind == "native":
-            obj = dict(t.tool or {})
-        else:
-            obj = {**SERVER_TOOLS[t.kind](t), **t.options}
+    for obj in server_tool_objects(tools, SERVER_TOOLS):
         out.append(obj)
         extra = _INCLUDES.get(str(obj.get("type")))
         if extra and extra not in include:

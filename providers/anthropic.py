@@ -54,7 +54,7 @@ from stream_core.provider import (
     parse_json,
     refuse_forced_tool,
     required_field,
-    server_tools_of,
+    server_tool_objects,
     shape,
     thinking_mode,
     vendor_error_fields,
@@ -218,10 +218,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in function_tools_of(context.tools)
         ]
-        for st in server_tools_of(context.tools):
-            tools.append(
-                st.tool if st.tool is not None else {**SERVER_TOOLS[st.kind](st), **st.options}
-            )
+        tools += server_tool_objects(context.tools, SERVER_TOOLS)
         betas += [b for b in tool_betas(tools) if b not in betas]
         payload["tools"] = tools
         choice = _tool_choice(options, thinking=thinking)

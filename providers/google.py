@@ -61,7 +61,7 @@ from stream_core.provider import (
     optional_field,
     output_spec,
     parse_json,
-    server_tools_of,
+    server_tool_objects,
     shape,
     thinking_level,
 )
@@ -184,10 +184,9 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             for i, t in enumerate(functions)
         ]
         tools.append({"functionDeclarations": declarations})
-    for tool in server_tools_of(context.tools):
-        # Gemini may refuse some built-in tools beside functions on older models: sent as
-        # asked, the vendor's answer says so.
-        tools.append(tool.tool if tool.tool is not None else SERVER_TOOLS[tool.kind](tool))
+    # Gemini may refuse some built-in tools beside functions on older models: sent as
+    # asked, the vendor's answer says so. Its table nests each tool's options itself.
+    tools += server_tool_objects(context.tools, SERVER_TOOLS, merge_options=False)
     if tools:
         payload["tools"] = tools
     if functions:

@@ -6,7 +6,7 @@ raises at `stream()`, naming the API and the kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
@@ -17,7 +17,7 @@ from ._content import _Model, _not_none
 if TYPE_CHECKING:
     from ._types import Tool
 
-__all__ = ["ServerTool", "function_tools_of", "server_tools_of"]
+__all__ = ["ServerTool", "function_tools_of", "server_tool_objects", "server_tools_of"]
 
 
 class UserLocation(_Model):
@@ -80,3 +80,24 @@ def function_tools_of(tools: Iterable[Tool | ServerTool] | None) -> list[Tool]:
 def server_tools_of(tools: Iterable[Tool | ServerTool] | None) -> list[ServerTool]:
     """The server tools (the vendor runs them) of `Context.tools`, in order."""
     return [t for t in tools or () if isinstance(t, ServerTool)]
+
+
+def server_tool_objects(
+    tools: Iterable[Tool | ServerTool] | None,
+    table: Mapping[str, Callable[[ServerTool], dict[str, Any]]],
+    *,
+    merge_options: bool = True,
+) -> list[dict[str, Any]]:
+    """The vendor tool objects of the server tools of `Context.tools`, in order: a native
+    one as given (a copy), a portable kind as its API's `table` makes it, with `options`
+    merged in at the top (`merge_options=False`: the table's functions place them, for a
+    vendor that nests a tool's fields). `stream()` has checked every kind against the table."""
+    out: list[dict[str, Any]] = []
+    for tool in server_tools_of(tools):
+        if tool.kind == "native":
+            out.append(dict(tool.tool or {}))
+        elif merge_options:
+            out.append({**table[tool.kind](tool), **tool.options})
+        else:
+            out.append(table[tool.kind](tool))
+    return out
