@@ -16,9 +16,10 @@ back: one table read by the translator (vendor item -> block), the request build
   `shell_call_output`) become a `ServerToolResult` with `raw` = the item.
 - Items the CALLER must run (`local_shell_call`, `shell_call` without a hosted
   environment, `apply_patch_call`, `custom_tool_call`, `tool_search_call` with
-  `execution: client`) become a `ToolCall` with `builtin` = the item type and `raw` = the
-  item, so the message ends `tool_use`; the harness's `ToolResultMessage` goes back as the
-  output item of that type (`output_item`).
+  `execution: client`, `computer_call`) become a `ToolCall` with `builtin` = the item
+  type and `raw` = the item, opened at `output_item.added`, so the message ends
+  `tool_use`; the harness's `ToolResultMessage` goes back as the output item of that type
+  (`output_item`; a computer call's result is its screenshot).
 - `mcp_approval_request` becomes an `ApprovalRequest`; the user's `ApprovalResponse` goes
   back as `mcp_approval_response`.
 - Any other item type is a `VendorContent` holding the item: sent back as it came.
@@ -87,6 +88,7 @@ CLIENT_CALLS: dict[str, tuple[str | None, str, str]] = {
     "apply_patch_call": ("apply_patch", "operation", "apply_patch_call_output"),
     "custom_tool_call": (None, "input", "custom_tool_call_output"),
     "tool_search_call": ("tool_search", "arguments", "tool_search_output"),
+    "computer_call": ("computer", "action", "computer_call_output"),
 }
 """Built-in items the caller runs -> (tool name, None: the item's `name`; the field
 holding its input; the item type its result goes back as)."""
@@ -304,22 +306,52 @@ def result_block(item: dict[str, Any], itype: str, where: str, last_call: str) -
     return result
 
 
+def _client_name(item: dict[str, Any], itype: str, where: str) -> str:
+    name = CLIENT_CALLS[itype][0]
+    return name or optional_field(item, "name", str, where) or itype
+
+
+def _client_arguments(item: dict[str, Any], itype: str) -> dict[str, Any]:
+    value = item.get(CLIENT_CALLS[itype][1])
+    if itype == "computer_call":
+        # One `action`, or a batch of `actions` (the GA computer tool); the safety checks
+        # the harness must acknowledge in its result stay in `raw`.
+        if isinstance(value, dict):
+            return value
+        actions = item.get("actions")
+        return {"actions": actions} if isinstance(actions, list) else {}
+    if itype == "custom_tool_call" or not isinstance(value, dict):
+        return {"input": value} if value is not None else {}
+    return value
+
+
+def start_client_call(asm: Assembler, key: Hashable, item: dict[str, Any], itype: str) -> None:
+    """`output_item.added` of a built-in call the caller runs: the call opens now (its
+    input, not JSON as it streams, comes whole with the finished item)."""
+    where = "response.output_item.added.item"
+    call_id = optional_field(item, "call_id", str, where) or ""
+    asm.start_tool_call(key, id=call_id, name=_client_name(item, itype, where))
+    block = asm.block(key)
+    if isinstance(block, ToolCall):
+        block.builtin, block.raw = itype, item
+
+
 def client_call(
     asm: Assembler, key: Hashable, item: dict[str, Any], itype: str, where: str
 ) -> None:
-    """A built-in call the caller runs, whole, from the finished item (its `call_id` there
-    is final: it may differ from the one `output_item.added` showed)."""
-    name, field, _ = CLIENT_CALLS[itype]
-    name = name or optional_field(item, "name", str, where) or itype
-    value = item.get(field)
-    if itype == "custom_tool_call" or not isinstance(value, dict):
-        arguments: dict[str, Any] = {"input": value} if value is not None else {}
-    else:
-        arguments = value
-    asm.start_tool_call(key, id=optional_field(item, "call_id", str, where) or "", name=name)
-    asm.tool_call(key, json.dumps(arguments, ensure_ascii=False))
+    """A built-in call the caller runs, from the finished item (its `call_id` there is
+    final: it may differ from the one `output_item.added` showed)."""
+    call_id = optional_field(item, "call_id", str, where) or ""
+    name = _client_name(item, itype, where)
     block = asm.block(key)
+    if not isinstance(block, ToolCall):
+        asm.start_tool_call(key, id=call_id, name=name)
+        block = asm.block(key)
+    elif call_id and block.id != call_id:
+        block.id = call_id  # the added item's id was provisional
+    asm.tool_call(key, json.dumps(_client_arguments(item, itype), ensure_ascii=False))
     if isinstance(block, ToolCall):
+        block.name = name
         block.builtin = itype
         block.raw = item
         item_id = optional_field(item, "id", str, where)

@@ -16,6 +16,7 @@ from stream_core import (
     ApprovalResponse,
     Citation,
     FileContent,
+    ImageContent,
     ServerTool,
     ServerToolCall,
     ServerToolResult,
@@ -177,7 +178,38 @@ def output_item(call: ToolCall, m: ToolResultMessage) -> dict[str, Any]:
             "status": "completed",
             "tools": tools,
         }
+    if builtin == "computer_call":
+        return _computer_output(m, details)
     raise ValueError(f"openai-responses: no output item is known for a {builtin} call")
+
+
+def _computer_output(m: ToolResultMessage, details: dict[str, Any]) -> dict[str, Any]:
+    """A computer action's result: the screenshot taken after it (an `ImageContent`, or a
+    `FileContent` image by URL or file id), with the pending safety checks the harness
+    acknowledges in `details={"acknowledged_safety_checks": [...]}` (never implied)."""
+    shot: dict[str, Any] = {"type": "computer_screenshot"}
+    for b in m.content:
+        if isinstance(b, ImageContent):
+            shot["image_url"] = f"data:{b.mime_type};base64,{b.data}"
+        elif isinstance(b, FileContent) and (b.file_id or b.url or b.data):
+            if b.file_id:
+                shot["file_id"] = b.file_id
+            else:
+                shot["image_url"] = b.url or f"data:{b.mime_type};base64,{b.data}"
+        else:
+            continue
+        break
+    else:
+        raise ValueError(
+            f"openai-responses: the result of computer call {m.tool_call_id!r} needs the "
+            "screenshot taken after the action (an ImageContent)"
+        )
+    item: dict[str, Any] = {"type": "computer_call_output", "call_id": m.tool_call_id}
+    item["output"] = shot
+    acknowledged = details.get("acknowledged_safety_checks")
+    if isinstance(acknowledged, list) and acknowledged:
+        item["acknowledged_safety_checks"] = acknowledged
+    return item
 
 
 def user_item(b: Any) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from ._responses_builtin import (
     result_block,
     role,
     server_tool_counts,
+    start_client_call,
     start_server_call,
     stream_input,
 )
@@ -191,9 +192,15 @@ class Items:
 def other_added(items: Items, key: Hashable, item: dict[str, Any], itype: str | None) -> None:
     """`output_item.added` of an item that is not a message, reasoning or function call:
     a call the vendor runs opens now (its input may stream); the rest come whole."""
-    if itype is not None and role(item, itype) == "server":
+    kind = role(item, itype) if itype is not None else "vendor"
+    if kind == "server" and itype is not None:
         start_server_call(items.asm, key, item, itype)
         items.kinds[key] = _SERVER
+    elif kind == "client" and itype is not None:
+        # The harness sees the call it must run as soon as the vendor starts it; its
+        # input comes with the finished item.
+        start_client_call(items.asm, key, item, itype)
+        items.kinds[key] = _OTHER
     else:
         items.kinds[key] = _OTHER
 
