@@ -81,11 +81,19 @@ _TOOL_TYPES: dict[str, tuple[str, str]] = {
     "tool_search": ("tool_search_tool_bm25_20251119", "tool_search_tool_bm25"),
 }
 _DOMAIN_KINDS = frozenset({"web_search", "web_fetch"})
+# The common `ServerTool` options each tool object has a field for (tool reference pages);
+# one set on a tool without the field raises rather than being left out unsaid.
+_OPTIONS: dict[str, frozenset[str]] = {
+    "web_search": frozenset({"max_uses", "allowed_domains", "blocked_domains", "user_location"}),
+    "web_fetch": frozenset({"max_uses", "allowed_domains", "blocked_domains"}),
+}
 
 BETAS: dict[str, str] = {
     "web_fetch_20250910": "web-fetch-2025-09-10",
     "code_execution_20250825": "code-execution-2025-08-25",
     "code_execution_20250522": "code-execution-2025-05-22",
+    "tool_search_tool_bm25_20251119": "advanced-tool-use-2025-11-20",
+    "tool_search_tool_regex_20251119": "advanced-tool-use-2025-11-20",
 }
 """A tool type -> the beta header it needs (added only when a request sends that tool)."""
 FILES_BETA = "files-api-2025-04-14"
@@ -102,6 +110,19 @@ def _tool(kind: str) -> Callable[[ServerTool], dict[str, Any]]:
     vendor_type, name = _TOOL_TYPES[kind]
 
     def build(tool: ServerTool) -> dict[str, Any]:
+        takes = _OPTIONS.get(kind, frozenset())
+        fields = ("max_uses", "allowed_domains", "blocked_domains", "user_location")
+        unsaid = [f for f in fields if getattr(tool, f) is not None and f not in takes]
+        if unsaid:
+            raise ValueError(
+                f"ServerTool(kind={kind!r}): {API}'s {vendor_type} tool takes no "
+                f"{', '.join(unsaid)} (leave them out; vendor fields go in `options`)"
+            )
+        if tool.allowed_domains is not None and tool.blocked_domains is not None:
+            raise ValueError(
+                f"ServerTool(kind={kind!r}): {API} takes allowed_domains or "
+                "blocked_domains, not both"
+            )
         out: dict[str, Any] = {"type": vendor_type, "name": name}
         if tool.max_uses is not None and kind in _DOMAIN_KINDS:
             out["max_uses"] = tool.max_uses
@@ -124,12 +145,18 @@ SERVER_TOOLS: dict[str, Callable[[ServerTool], dict[str, Any]]] = {
 """`WireAPI.server_tools`: the kinds the Messages API runs -> their tool objects."""
 
 
-def tool_betas(tools: Iterable[dict[str, Any]]) -> list[str]:
-    """The beta headers the payload's tools need."""
+VERTEX_BETAS: dict[str, str] = {"advanced-tool-use-2025-11-20": "tool-search-tool-2025-10-19"}
+"""Claude on Vertex AI names some betas differently (tool search)."""
+
+
+def tool_betas(tools: Iterable[dict[str, Any]], *, vertex: bool = False) -> list[str]:
+    """The beta headers the payload's tools need (`vertex`: as Vertex AI names them)."""
     out: list[str] = []
     for tool in tools:
         vendor_type = tool.get("type")
         beta = BETAS.get(vendor_type) if isinstance(vendor_type, str) else None
+        if beta is not None and vertex:
+            beta = VERTEX_BETAS.get(beta, beta)
         if beta is not None and beta not in out:
             out.append(beta)
     return out

@@ -219,7 +219,8 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
             for t in function_tools_of(context.tools)
         ]
         tools += server_tool_objects(context.tools, SERVER_TOOLS)
-        betas += [b for b in tool_betas(tools) if b not in betas]
+        vertex = model.provider == ANTHROPIC_VERTEX
+        betas += [b for b in tool_betas(tools, vertex=vertex) if b not in betas]
         payload["tools"] = tools
         choice = _tool_choice(options, thinking=thinking)
         if choice is not None:
