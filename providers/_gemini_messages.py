@@ -110,24 +110,36 @@ def _user_parts(content: Sequence[object], *, vision: bool) -> list[Any]:
     return parts
 
 
+def _is_image(f: FileContent) -> bool:
+    return (f.mime_type or "").startswith("image/")
+
+
+def _is_image_part(part: dict[str, Any]) -> bool:
+    return str(part["inlineData"].get("mimeType", "")).startswith("image/")
+
+
 def _function_response(
     m: ToolResultMessage, vision: bool, nested: bool, images: list[dict[str, Any]]
 ) -> dict[str, Any]:
     text = "\n".join(b.text for b in m.content if isinstance(b, TextContent))
+    # Images need a model that sees; other files (a PDF, text) go to every model, as
+    # they do in a user message.
     pictures = [
         {"inlineData": {"mimeType": b.mime_type, "data": b.data}}
         if isinstance(b, ImageContent)
         else file_part(b)
         for b in m.content
-        if isinstance(b, ImageContent | FileContent)
+        if (isinstance(b, ImageContent) and vision)
+        or (isinstance(b, FileContent) and (vision or not _is_image(b)))
     ]
     if not text:
-        text = "(see attached image)" if pictures and vision else "(no output)"
+        seen = "image" if all("inlineData" in p and _is_image_part(p) for p in pictures) else "file"
+        text = f"(see attached {seen})" if pictures else "(no output)"
     response: dict[str, Any] = {
         "name": m.tool_name,
         "response": {"error": text} if m.is_error else {"output": text},
     }
-    if pictures and vision:
+    if pictures:
         if nested:
             response["parts"] = pictures
         else:
