@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ._blocks import SERVER_TOOL_KINDS
 from ._content import _Model, _not_none
@@ -54,16 +54,21 @@ class ServerTool(_Model):
     tool: dict[str, Any] | None = Field(default=None, exclude_if=_not_none)
     """For `native`: the vendor's tool object, sent verbatim."""
 
-    @model_validator(mode="after")
-    def _check(self) -> ServerTool:
-        if self.kind == "native":
-            if self.tool is None or not self.api:
-                raise ValueError("a native ServerTool needs `api` and `tool` (the vendor object)")
-        elif self.kind not in SERVER_TOOL_KINDS:
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        # A field validator, so the error's path ends in `kind`.
+        if kind != "native" and kind not in SERVER_TOOL_KINDS:
             raise ValueError(
-                f"kind {self.kind!r} is no server tool kind ({', '.join(SERVER_TOOL_KINDS)}, "
+                f"kind {kind!r} is no server tool kind ({', '.join(SERVER_TOOL_KINDS)}, "
                 "or 'native' with the vendor's own tool object)"
             )
+        return kind
+
+    @model_validator(mode="after")
+    def _check(self) -> ServerTool:
+        if self.kind == "native" and (self.tool is None or not self.api):
+            raise ValueError("a native ServerTool needs `api` and `tool` (the vendor object)")
         return self
 
     @classmethod

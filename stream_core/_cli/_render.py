@@ -32,7 +32,19 @@ from .._events import (
     ToolCallStart,
     event_to_json,
 )
-from .._types import AssistantMessage, TextContent, ThinkingContent, ToolCall, UnknownContent
+from .._types import (
+    ApprovalRequest,
+    AssistantMessage,
+    Citation,
+    FileContent,
+    ServerToolCall,
+    ServerToolResult,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UnknownContent,
+    VendorContent,
+)
 
 __all__ = [
     "EventSink",
@@ -146,15 +158,15 @@ class Renderer:
                 self._tool_end(i, block)
         elif isinstance(d, BlockStart):
             self._section("block", i)
-            what = getattr(block, "name", "") or getattr(block, "kind", "") or ""
-            self._line(f"{d.kind.replace('_', ' ')} {what} (#{i})", _CYAN)
+            what = _block_name(block)
+            self._line(f"{d.kind.replace('_', ' ')}{' ' + what if what else ''} (#{i})", _CYAN)
         elif isinstance(d, BlockEnd):
             self._end_line()
-            for line in _block_text(block).split("\n")[1:6]:
+            for line in _block_lines(block):
                 self._line("  " + line[:200], _DIM)
         elif isinstance(d, CitationAdded):
             self._end_line()
-            self._line(f"  [cites {d.citation.label()}]", _DIM)
+            self._line(f"  [cites {_citation_label(d.citation)}]", _DIM)
 
     def _tool_fragment(self, i: int, call: ToolCall, fragment: str) -> None:
         if not fragment:
@@ -267,9 +279,35 @@ class Renderer:
         self.out.write("\n")
 
 
-def _block_text(block: object) -> str:
+def _block_name(block: object) -> str:
+    if isinstance(block, FileContent):
+        return block.name or block.file_id or block.mime_type or ""
+    if isinstance(block, VendorContent):
+        return block.vendor_type
+    return str(getattr(block, "name", "") or getattr(block, "kind", "") or "")
+
+
+def _block_lines(block: object) -> list[str]:
+    """What a done block says, under its heading: a server call's input, a result's
+    sources and output, a file's type and size, an approval's arguments (5 lines at most)."""
+    if isinstance(block, ServerToolCall):
+        shown = block.input if not isinstance(block.input, dict) or block.input else None
+        return [] if shown is None else ["input: " + json.dumps(shown, ensure_ascii=False)]
+    if isinstance(block, ApprovalRequest):
+        return ["arguments: " + json.dumps(block.arguments, ensure_ascii=False)]
     as_text = getattr(block, "as_text", None)
-    return str(as_text()) if callable(as_text) else ""
+    lines = str(as_text()).split("\n") if callable(as_text) else []
+    # A result's reading opens with a heading of its own (the line drawn at block_start);
+    # any other block's one line is the whole of it.
+    return lines[1:6] if isinstance(block, ServerToolResult) else lines[:1]
+
+
+def _citation_label(citation: Citation) -> str:
+    label = citation.label()
+    if label:
+        return label
+    quoted = citation.cited_text or ""
+    return f'"{quoted[:100]}..."' if len(quoted) > 100 else f'"{quoted}"' if quoted else "-"
 
 
 def _describe(block: object) -> str:

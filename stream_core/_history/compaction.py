@@ -2,9 +2,10 @@
 summary, and the replacement itself.
 
 The cut never separates a tool call from its result (every vendor rejects the next request
-if one is missing), nor a server tool call from its result in a later message, never drops
-the last user turn, and leaves the system prompt alone (it lives on the `Context`, not in
-the messages). Sizes are the existing estimates (`estimate_message_tokens`).
+if one is missing), nor a server tool call from its result in a later message, nor an
+approval request from its answer; it never drops the last user turn, and leaves the
+system prompt alone (it lives on the `Context`, not in the messages). Sizes are the
+existing estimates (`estimate_message_tokens`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._types import (
+    ApprovalRequest,
+    ApprovalResponse,
     AssistantMessage,
     Context,
     CustomMessage,
@@ -75,6 +78,7 @@ def _pair_reach(sent: list[list[ModelMessage]]) -> list[int]:
     minimum."""
     first_call: dict[str, int] = {}
     first_server_call: dict[str, int] = {}
+    first_request: dict[str, int] = {}
     for i, forms in enumerate(sent):
         for form in forms:
             if isinstance(form, AssistantMessage):
@@ -83,6 +87,8 @@ def _pair_reach(sent: list[list[ModelMessage]]) -> list[int]:
                 for block in form.content:
                     if isinstance(block, ServerToolCall):
                         first_server_call.setdefault(block.id, i)
+                    elif isinstance(block, ApprovalRequest):
+                        first_request.setdefault(block.id, i)
     n = len(sent)
     reach = [n] * (n + 1)
     for i, forms in enumerate(sent):
@@ -91,6 +97,14 @@ def _pair_reach(sent: list[list[ModelMessage]]) -> list[int]:
                 at = first_call.get(form.tool_call_id, n)
                 if at < i:
                     reach[i] = min(reach[i], at)
+            if first_request and isinstance(form, (UserMessage, ToolResultMessage)):
+                # An approval answers a request of an earlier turn: `stream()` refuses an
+                # answer whose request is gone, so they are kept or cut together.
+                for part in form.content if isinstance(form.content, list) else ():
+                    if isinstance(part, ApprovalResponse):
+                        at = first_request.get(part.request_id, n)
+                        if at < i:
+                            reach[i] = min(reach[i], at)
             elif first_server_call and isinstance(form, AssistantMessage):
                 # A server result in a later message than its call (a paused turn
                 # continued): the vendor needs both, so they are kept or cut together.

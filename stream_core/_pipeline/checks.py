@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .._checks import base_url_problem, clip, image_problem, tool_name_problem
 from .._history import roles  # noqa: F401 - registers the ready-made roles before any record is read
+from .._kinds import BLOCK_KINDS
 from .._models import Model, model_headers_problem
 from .._options import CONTROLS, StreamOptions
 from .._rules import check_rules, image_note
@@ -24,6 +25,8 @@ from .._server_tools import ServerTool, function_tools_of
 from .._types import (
     KEEP_UNKNOWN_BLOCKS,
     MODEL_MESSAGE_ADAPTER,
+    ApprovalRequest,
+    ApprovalResponse,
     AssistantMessage,
     Context,
     CustomMessage,
@@ -40,6 +43,8 @@ from .._types import (
 
 if TYPE_CHECKING:
     from .._wire import WireAPI
+
+_BLOCK_TAGS = frozenset({*BLOCK_KINDS, "unknown"})
 
 __all__ = ["check_call", "check_json"]
 
@@ -88,8 +93,8 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
     try:
         checked = Context.model_validate(context, context=keep_unknown)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ValueError(f"{_where(first['loc'])}: {first['msg']}") from None
+        first = _first_error(exc)
+        raise ValueError(f"{_where(first['loc'])}: {_message(first)}") from None
     seen: dict[str, int] = {}
     for i, tool in enumerate(checked.tools or ()):
         if isinstance(tool, ServerTool):
@@ -120,9 +125,18 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
         checked = checked.model_copy(update={"messages": _converted(checked.messages)})
     if not checked.messages:
         raise ValueError("context.messages: empty; every API needs at least one message to answer")
+    asked: set[str] = set()  # approval requests of the assistant turns so far
     for i, m in enumerate(checked.messages):
-        if isinstance(m, (UserMessage, ToolResultMessage)) and not isinstance(m.content, str):
+        if isinstance(m, AssistantMessage):
+            asked.update(b.id for b in m.content if isinstance(b, ApprovalRequest))
+        elif isinstance(m, (UserMessage, ToolResultMessage)) and not isinstance(m.content, str):
             for j, part in enumerate(m.content):
+                if isinstance(part, ApprovalResponse) and part.request_id not in asked:
+                    raise ValueError(
+                        f"context.messages[{i}].content[{j}].request_id: no ApprovalRequest "
+                        f"with id {clip(repr(part.request_id), 80)} in an earlier assistant "
+                        "message (an answer must follow the request it answers)"
+                    )
                 if isinstance(part, FileContent):
                     _check_file(wire, part, f"context.messages[{i}].content[{j}]")
                 elif isinstance(part, ImageContent):
@@ -136,13 +150,33 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
     return checked
 
 
+def _first_error(exc: ValidationError) -> Any:
+    """The error to report: a message's content given as a list is checked as a string
+    too, and that branch's complaint says nothing about the list's bad block."""
+    errors = exc.errors()
+    return next((e for e in errors if e["loc"][-1:] != ("str",)), errors[0])
+
+
+def _message(error: Any) -> str:
+    msg = str(error["msg"])
+    return msg.removeprefix("Value error, ")
+
+
+_TAGS = frozenset({"user", "assistant", "tool_result", "custom", "function", "server"})
+
+
 def _where(loc: tuple[int | str, ...]) -> str:
-    parts = [str(p) for p in loc]
-    # The tag a record of a registered role is validated under says nothing to the caller.
-    if len(parts) > 2 and parts[0] == "messages" and parts[2] == "custom":
-        del parts[2]
-    if len(parts) > 2 and parts[0] == "tools" and parts[2] in ("function", "server"):
-        del parts[2]
+    # The tags a value is validated under (a message's role, a tool's or a block's kind,
+    # a union's branch) say nothing to the caller: the path is the fields and indexes.
+    parts: list[str] = []
+    for k, p in enumerate(loc):
+        if isinstance(p, str) and (
+            (k == 2 and p in _TAGS)
+            or "[" in p
+            or (k > 0 and isinstance(loc[k - 1], int) and p in _BLOCK_TAGS)
+        ):
+            continue
+        parts.append(str(p))
     return "context." + ".".join(parts)
 
 

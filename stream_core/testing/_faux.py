@@ -19,6 +19,7 @@ import anyio
 import httpx
 from pydantic import PrivateAttr, ValidationError
 
+from .._blocks import SERVER_TOOL_KINDS
 from .._decoding.fields import as_object, optional_field
 from .._decoding.sse import NDJSONBytesDecoder
 from .._errors import RETRYABLE_KINDS, RETRYABLE_STATUSES, ProtocolError, StreamFailure
@@ -28,6 +29,7 @@ from .._options import StreamOptions, copy_controls
 from .._pipeline.assembler import Assembler, StopRule
 from .._pipeline.stream import AssistantStream
 from .._registry import get_provider, register_provider
+from .._server_tools import ServerTool
 from .._types import (
     AssistantMessage,
     Citation,
@@ -406,6 +408,31 @@ def stream(
 # --- wire ---------------------------------------------------------------------------------
 
 
+_FILE_TYPES = frozenset(
+    {
+        "application/pdf",
+        "application/json",
+        "application/msword",
+        "application/vnd.ms-excel",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "text/plain",
+        "text/csv",
+        "text/html",
+        "text/markdown",
+        "image/jpeg",
+        "image/png",
+        "image/gif",
+        "image/webp",
+    }
+)
+"""The files the faux model takes: documents, text and images some built-in API takes."""
+
+
+def _server_tool_object(tool: ServerTool) -> dict[str, Any]:
+    return tool.model_dump(mode="json")
+
+
 _RECORDED = {c: c for c in CONTROLS if c != "output_schema"}
 """The controls recorded under their own names (the schema is recorded as sent)."""
 
@@ -536,6 +563,11 @@ WIRE = WireAPI(
     controls=CONTROLS,
     output_mode=lambda model: "native",  # the scripted text is the structured answer
     rate_limited=False,  # scripted 429s must not pause the process's limiter for real
+    # A harness's own context (web search asked for, a PDF sent) runs offline unchanged:
+    # every portable server-tool kind and the files some built-in API documents. The
+    # request records them as given (`FauxModel.requests`).
+    server_tools={kind: _server_tool_object for kind in SERVER_TOOL_KINDS},
+    file_types=_FILE_TYPES,
 )
 
 

@@ -364,6 +364,23 @@ def _codec_tool(b: _Block) -> Any:
 # --- Gemini ----------------------------------------------------------------------------------
 
 
+def _gemini_can_say(block: Any) -> None:
+    """Raise for a block Gemini has no part or metadata for (the codec would drop it, or
+    relabel another API's vendor block as Gemini's own)."""
+    api = "google-generative-ai"
+    if block.type in ("approval_request", "approval_response"):
+        raise ValueError(f"vendor_bytes: {api} has no way to say a {block.type} block")
+    if block.type == "vendor" and block.api != api:
+        raise ValueError(f"vendor_bytes: a VendorContent of {block.api} cannot go to {api}")
+    grounded = ("web_search", "file_search", "web_fetch")  # said as candidate metadata
+    if block.type == "server_tool_result" and block.raw is None and block.kind in grounded:
+        if block.text:
+            raise ValueError(
+                f"vendor_bytes: {api} says a {block.kind} result as grounding metadata, "
+                "with its sources but no text; leave `text` empty or give the vendor's `raw`"
+            )
+
+
 def gemini(t: _Turn) -> bytes:
     # Server tool parts, files, vendor parts and grounding: the provider's own codec.
     codec: Any = importlib.import_module("stream_core.providers._gemini_parts")
@@ -383,6 +400,7 @@ def gemini(t: _Turn) -> bytes:
             if b.signature:
                 part["thoughtSignature"] = b.signature
         elif b.kind == "block":
+            _gemini_can_say(b.data)
             part = codec.encode_block(b.data)  # None: candidate metadata, written below
         else:
             part = {
