@@ -21,7 +21,7 @@ from .._errors import first_time, quote, redact
 from .._events import MessageEnd, MessageStart
 from .._output import read_output
 from .._transport import drain_later
-from .._types import StreamError
+from .._types import AssistantMessage, ServerToolCall, ServerToolResult, StreamError
 from .state import _DONE, _START, CallState
 
 __all__ = ["Finishing"]
@@ -207,7 +207,8 @@ class Finishing(CallState):
         with thinking, at least the 2,048 a thinking call may be raised to) and the prompt
         (input, cache reads and writes) to the context window, or the request's size in
         bytes if larger (no token is shorter than a byte); when the request asks for a
-        vendor-run tool (web search, code execution), for each of `_SERVER_ROUNDS` rounds:
+        vendor-run tool (web search, code execution), or the answer shows the vendor ran one
+        (a server tool block, a server-tool count), for each of `_SERVER_ROUNDS` rounds:
         such a tool samples again within one answer, re-reading the prompt, and the vendor
         sums the rounds' input. The vendor's
         own counts are kept on `usage.clamped`; one answer claiming 10**20 tokens cannot
@@ -225,7 +226,7 @@ class Finishing(CallState):
                 prompt_cap = max(prompt_cap, len(request.content))
             except Exception:  # noqa: BLE001 - a streamed body has no length: the window
                 pass
-        if self._server_tools:
+        if self._server_tools or _ran_server_tools(self.message):
             prompt_cap *= _SERVER_ROUNDS
         clamped: dict[str, int] = {}
         if out_cap > 0 and u.output > out_cap:
@@ -264,3 +265,11 @@ class Finishing(CallState):
         span, self._span = self._span, None
         if span is not None:
             span.end(m, first)
+
+
+def _ran_server_tools(message: AssistantMessage) -> bool:
+    """The answer shows a vendor-run tool: a count of one, or a server call or result (a
+    tool asked for through `on_payload`, a native form, or a recording without its request)."""
+    if message.usage.server_tools:
+        return True
+    return any(isinstance(b, (ServerToolCall, ServerToolResult)) for b in message.content)
