@@ -83,7 +83,10 @@ def convert_messages(model: Model, context: Context, cache: dict[str, str] | Non
         else:
             same = m.api == API and m.provider == model.provider
             container = m.container.get("id") if same and m.container else None
-            conv.container = container if isinstance(container, str) and container else None
+            if isinstance(container, str) and container:
+                # The latest container this API reported: an answer that used none since
+                # leaves it as it was (a new one would lose the files made in it).
+                conv.container = container
             blocks = _assistant_blocks(m)
             if blocks:
                 out.append({"role": "assistant", "content": blocks})

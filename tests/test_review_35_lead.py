@@ -31,3 +31,44 @@ def test_an_answer_showing_server_tools_keeps_its_multi_round_input(name: str) -
     run = replay(Fixture("anthropic-messages", name, body, meta), whole(body))
     check_expect(run.message, meta["expect"])
     assert run.message.usage.clamped is None
+
+
+def test_a_later_answer_without_a_container_keeps_the_earlier_one() -> None:
+    """Code execution made files in a container; the next answer used no tool (no container
+    in it): the request after still reuses the container, not a fresh empty one."""
+    import httpx
+    import respx
+
+    import stream_core
+    from stream_core import AssistantMessage, Context, StreamOptions, TextContent, UserMessage
+
+    model = stream_core.get_model("anthropic", "claude-sonnet-4-5")
+    ran = AssistantMessage(
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        content=[TextContent(text="Wrote report.csv")],
+        container={"id": "container_011", "expires_at": "2026-12-06T05:00:00Z"},
+    )
+    later = AssistantMessage(
+        api=model.api, provider=model.provider, model=model.id, content=[TextContent(text="ok")]
+    )
+    context = Context(
+        messages=[
+            UserMessage(content="make a csv"),
+            ran,
+            UserMessage(content="thanks"),
+            later,
+            UserMessage(content="now chart it"),
+        ]
+    )
+    sent: list[dict[str, object]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(400, json={"type": "error", "error": {"type": "x", "message": "x"}})
+
+    with respx.mock(assert_all_mocked=True) as mock:
+        mock.route().mock(side_effect=answer)
+        stream_core.complete_sync(model, context, StreamOptions(api_key="k-test", max_retries=0))
+    assert sent and sent[0].get("container") == "container_011"
