@@ -140,16 +140,15 @@ def cases_or_missing(cases: Sequence[Any], apis: Sequence[str], what: str) -> li
 
 
 def contract_model(api: str, **overrides: Any) -> Model:
-    return Model(
-        id="contract-model",
-        name="contract",
-        api=api,
-        provider="contract",
-        base_url=BASE_URL,
-        reasoning=True,
-        input=["text", "image"],
-        **overrides,
-    )
+    fields: dict[str, Any] = {
+        "id": "contract-model",
+        "name": "contract",
+        "provider": "contract",
+        "base_url": BASE_URL,
+        "reasoning": True,
+        "input": ["text", "image"],
+    }
+    return Model(api=api, **{**fields, **overrides})
 
 
 def contract_context() -> Context:

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream_core.contract_tests.grammar import assert_valid_event_stream
-from stream_core.contract_tests.modern import check_modern, has_modern
 from stream_core.contract_tests.kit import (
     Fixture,
     apis_under_test,
@@ -29,6 +28,7 @@ from stream_core.contract_tests.kit import (
     split_at,
     whole,
 )
+from stream_core.contract_tests.modern import check_modern, has_modern
 
 _ANY = "any recording of the API (start with a plain text answer, expect: stop_reason stop)"
 CASES = cases_or_missing(

@@ -348,7 +348,7 @@ def client_call(
         asm.start_tool_call(key, id=call_id, name=name)
         block = asm.block(key)
     elif call_id and block.id != call_id:
-        block.id = call_id  # the added item's id was provisional
+        asm.set_call_id(key, call_id)  # the added item's id was provisional
     asm.tool_call(key, json.dumps(_client_arguments(item, itype), ensure_ascii=False))
     if isinstance(block, ToolCall):
         block.name = name

@@ -80,17 +80,22 @@ def fail_truncated_tool_calls(message: AssistantMessage) -> list[ToolResultMessa
     ]
 
 
-def check_tool_call(call: ToolCall, tools: Sequence[Tool]) -> ToolResultMessage | None:
+def check_tool_call(call: ToolCall, tools: Sequence[Tool | ServerTool]) -> ToolResultMessage | None:
     """None when `call` may run; else a ready `is_error` result to send back instead.
 
     A call is refused when it is truncated (cut by the output limit or unparseable: the
     text of `fail_truncated_tool_calls`), names no tool of `tools`, or has arguments its
     tool's `parameters` schema rejects (the validator's words, one line per problem, so the
-    model can fix the call). Needs the `validate` extra (jsonschema).
+    model can fix the call). Needs the `validate` extra (jsonschema). `tools` may be
+    `Context.tools` as it is (server tools are left aside); a vendor built-in call
+    (`ToolCall.builtin`: a shell call, a patch) needs no function tool of its name.
     """
     if call.truncated:
         return _truncated_result(call)
+    tools = function_tools_of(tools)
     tool = next((t for t in tools if t.name == call.name), None)
+    if tool is None and call.builtin is not None:
+        return None  # the vendor's own item: its shape is the vendor's, not a schema's
     if tool is None:
         names = ", ".join(f"`{t.name}`" for t in tools) or "none"
         return _error_result(call, UNKNOWN_TOOL_TEXT.format(name=call.name, tools=names))
@@ -101,7 +106,9 @@ def check_tool_call(call: ToolCall, tools: Sequence[Tool]) -> ToolResultMessage 
     return _error_result(call, INVALID_ARGUMENTS_TEXT.format(name=call.name, problems=listed))
 
 
-def check_tool_calls(message: AssistantMessage, tools: Sequence[Tool]) -> list[ToolResultMessage]:
+def check_tool_calls(
+    message: AssistantMessage, tools: Sequence[Tool | ServerTool]
+) -> list[ToolResultMessage]:
     """`check_tool_call` for every call of `message`, in call order: the error results of
     the calls that must not run. With a `length` stop every call is refused (see
     `fail_truncated_tool_calls`)."""
@@ -125,7 +132,7 @@ async def execute_tool_calls(
     message: AssistantMessage,
     handlers: Mapping[str, ToolHandler],
     *,
-    tools: Sequence[Tool] | None = None,
+    tools: Sequence[Tool | ServerTool] | None = None,
     parallel: bool = True,
 ) -> list[ToolResultMessage]:
     """Run the tool calls of `message` and return exactly one result per call, in call
@@ -168,7 +175,7 @@ def execute_tool_calls_sync(
     message: AssistantMessage,
     handlers: Mapping[str, ToolHandler],
     *,
-    tools: Sequence[Tool] | None = None,
+    tools: Sequence[Tool | ServerTool] | None = None,
     parallel: bool = True,
 ) -> list[ToolResultMessage]:
     """`execute_tool_calls` without an event loop of yours (async handlers run on a loop of
@@ -188,7 +195,7 @@ def execute_tool_calls_sync(
 async def _run_one(
     call: ToolCall,
     handlers: Mapping[str, ToolHandler],
-    tools: Sequence[Tool] | None,
+    tools: Sequence[Tool | ServerTool] | None,
     cut_by_limit: bool,
 ) -> ToolResultMessage:
     if cut_by_limit or call.truncated:
@@ -255,7 +262,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def _refusal(
-    call: ToolCall, tools: Sequence[Tool] | None, cut_by_limit: bool
+    call: ToolCall, tools: Sequence[Tool | ServerTool] | None, cut_by_limit: bool
 ) -> ToolResultMessage | None:
     """The error result of a call that must not run (a length stop fails every call), or
     None; without `tools` only truncation is checked."""

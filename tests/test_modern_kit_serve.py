@@ -30,8 +30,9 @@ ASK = {"messages": [{"role": "user", "content": "Weather in Paris?"}]}
 @pytest.mark.parametrize("api", list(APIS))
 @pytest.mark.parametrize("turn", [SEARCH, IMAGE], ids=["web-search", "generated-image"])
 def test_vendor_bytes_writes_new_blocks_faithfully_or_refuses(api: str, turn: object) -> None:
-    """If this fails: the API's writer in _write_sse.py or _write_framed.py (from its codec module) writes a
-    block of a `block_*` kind as something else, or drops it, instead of raising."""
+    """If this fails: the API's writer (_write_sse.py, _write_framed.py, from its codec
+    module) writes a block of a `block_*` kind as something else, or drops it, instead of
+    raising."""
     try:
         synth = vendor_bytes(turn, api)  # type: ignore[arg-type]
     except ValueError as e:

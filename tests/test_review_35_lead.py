@@ -72,3 +72,45 @@ def test_a_later_answer_without_a_container_keeps_the_earlier_one() -> None:
         mock.route().mock(side_effect=answer)
         stream_core.complete_sync(model, context, StreamOptions(api_key="k-test", max_retries=0))
     assert sent and sent[0].get("container") == "container_011"
+
+
+def test_tool_checks_take_the_context_tools_as_they_are() -> None:
+    """`Context.tools` holds server tools beside functions; a built-in call (the vendor's
+    shell item) is no function tool: checking and executing must neither crash nor refuse."""
+    from stream_core import (
+        AssistantMessage,
+        ServerTool,
+        Tool,
+        ToolCall,
+        check_tool_calls,
+        execute_tool_calls_sync,
+    )
+
+    tools = [Tool(name="get_time"), ServerTool(kind="web_search")]
+    message = AssistantMessage(
+        api="openai-responses",
+        provider="openai",
+        model="gpt-5",
+        stop_reason="tool_use",
+        content=[
+            ToolCall(id="c1", name="get_time", arguments={}),
+            ToolCall(id="c2", name="shell", arguments={"commands": ["ls"]}, builtin="shell_call"),
+            ToolCall(id="c3", name="nope", arguments={}),
+        ],
+    )
+    refused = check_tool_calls(message, tools)
+    assert [r.tool_call_id for r in refused] == ["c3"]
+    results = execute_tool_calls_sync(
+        message, {"get_time": lambda c: "12:00", "shell": lambda c: "a.txt"}, tools=tools
+    )
+    assert [(r.tool_call_id, r.is_error) for r in results] == [
+        ("c1", False),
+        ("c2", False),
+        ("c3", True),
+    ]
+
+
+def test_contract_model_takes_an_id() -> None:
+    from stream_core.contract_tests.kit import contract_model
+
+    assert contract_model("anthropic-messages", id="claude-x").id == "claude-x"

@@ -284,6 +284,17 @@ class Assembler(BlockMethods):
             self._generated_ids.add(new)
         self._call_ids.add(call.id)
 
+    def set_call_id(self, key: Hashable, id: str) -> None:
+        """The vendor's final id for the tool call open under `key` (a vendor that revises
+        it before the call ends); kept unique in the message like any call id."""
+        o = self._open.get(key)
+        if o is None or o.kind != _TOOL or not id or id == o.block.id:
+            return
+        _need_str(id, "a tool call id")
+        self._call_ids.discard(o.block.id)
+        self._generated_ids.discard(o.block.id)
+        self._assign_id(o, id)
+
     def tool_call(
         self, key: Hashable, fragment: str, *, id: str | None = None, name: str | None = None
     ) -> None:
