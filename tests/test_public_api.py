@@ -204,7 +204,7 @@ def test_options_of_the_wrong_type_are_a_type_error(no_io: respx.Route) -> None:
 @pytest.mark.parametrize(
     ("messages", "where"),
     [
-        ([{"role": "user"}], r"context\.messages\.0\.user\.content"),
+        ([{"role": "user"}], r"context\.messages\.0\.content: Field required"),
         (
             [{"role": "user", "content": "ok"}, {"role": "robot", "content": "x"}],
             r"context\.messages\.1",
