@@ -509,6 +509,8 @@ def encode_streamed(blocks: Sequence[Any], index: int) -> tuple[dict[str, Any], 
         return None
     whole = encode_block(block, blocks[index + 1 :])
     assert whole is not None
+    if getattr(block, "raw", True) is None:
+        _check_said(block, whole)
     if whole.get("type") not in _CALL_TYPES:
         return whole, []
     value = whole.get("input")
@@ -517,3 +519,58 @@ def encode_streamed(blocks: Sequence[Any], index: int) -> tuple[dict[str, Any], 
         text = json.dumps(value, ensure_ascii=False)
         deltas.append({"type": "input_json_delta", "partial_json": text})
     return {**whole, "input": {}}, deltas
+
+
+def _differ(scripted: Any, back: Any) -> list[str]:
+    """The fields where the translator's reading of a written block is not the script."""
+    want, got = scripted.model_dump(exclude={"raw"}), back.model_dump(exclude={"raw"})
+    return [name for name in {**want, **got} if got.get(name) != want.get(name)]
+
+
+def _check_said(block: Any, written: dict[str, Any]) -> None:
+    """Raise, naming the fields, when the translator would read `written` back as other
+    than the scripted `block` (`vendor_bytes` never changes a block silently)."""
+    if isinstance(block, ServerToolCall):
+        kind = "mcp" if written.get("type") == "mcp_tool_use" else TOOL_KINDS.get(block.name)
+        if not block.name or block.kind != kind:
+            raise ValueError(
+                f"vendor_bytes: {API} names a server call by its tool and reads its kind "
+                f"from that name: {block.name!r} is kind {kind!r}, not {block.kind!r} "
+                "(give the vendor's block in `raw`)"
+            )
+    elif isinstance(block, ServerToolResult):
+        back = read_result(written, block.name or None)[0]
+        if written.get("type") == "mcp_tool_result":
+            back.kind = "mcp"
+        wrong = _differ(block, back)
+        if wrong:
+            raise ValueError(
+                f"vendor_bytes: {API} has no way to say this {block.name} result's "
+                f"{', '.join(wrong)} ({', '.join(f'{k}={getattr(block, k)!r}' for k in wrong)}"
+                f" would read back as {', '.join(repr(getattr(back, k)) for k in wrong)}: "
+                "a code result always has an exit_code); give the vendor's block in `raw`"
+            )
+
+
+def script_citation(c: Citation) -> dict[str, Any]:
+    """`encode_citation` for `vendor_bytes`: a record the translator reads back as `c`.
+    Anthropic cites whole text blocks (a cited passage is its own text block): a span
+    (`start`/`end`) raises; script the cited text as its own `TextContent` with a
+    whole-block citation, as Anthropic streams it. Any other field the record cannot say
+    raises, named."""
+    record = encode_citation(c)
+    if c.raw is not None:
+        return record
+    if c.start is not None or c.end is not None:
+        raise ValueError(
+            f"vendor_bytes: {API} cites whole text blocks, so a citation's `start`/`end` "
+            f"({c.start}, {c.end}) cannot be said: script the cited text as its own "
+            "TextContent with a whole-block citation (start and end unset)"
+        )
+    wrong = _differ(c, read_citation(record))
+    if wrong:
+        raise ValueError(
+            f"vendor_bytes: {API} has no field for a citation's {', '.join(wrong)} here "
+            f"(a {record.get('type')} record); leave it unset or give the vendor's `raw`"
+        )
+    return record

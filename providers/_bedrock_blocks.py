@@ -67,6 +67,7 @@ __all__ = [
     "assistant_block",
     "citation_of",
     "citation_record",
+    "script_citation",
     "document_block",
     "image_block",
     "read_block",
@@ -176,6 +177,26 @@ def citation_record(c: Citation) -> dict[str, Any]:
         record["sourceContent"] = [{"text": c.cited_text}]
     if c.url:
         record["location"] = {"web": {"url": c.url}}
+    return record
+
+
+def script_citation(c: Citation) -> dict[str, Any]:
+    """`citation_record` for `vendor_bytes`: a record `citation_of` reads back as `c`, a
+    document cited by `document_index` in a `documentChar` location. Converse cites whole
+    text blocks (its locations are spans of the source), so a `start`/`end` raises, as does
+    any field the record cannot say (named)."""
+    record = citation_record(c)
+    if c.raw is None and c.document_index is not None and not c.url:
+        record["location"] = {"documentChar": {"documentIndex": c.document_index}}
+    back = citation_of(record).model_dump(exclude={"raw"})
+    wrong = [k for k, v in c.model_dump(exclude={"raw"}).items() if back.get(k) != v]
+    wrong += [k for k in back if k not in c.model_dump(exclude={"raw"})]
+    if c.raw is None and wrong:
+        raise ValueError(
+            f"vendor_bytes: {API} has no way to say a citation's {', '.join(wrong)} (it cites "
+            "whole text blocks, by one web or document location); leave it unset or give "
+            "the vendor's `raw`"
+        )
     return record
 
 

@@ -441,7 +441,8 @@ def reference_parts(text: str, citations: list[Citation]) -> list[dict[str, Any]
     groups: dict[tuple[int, str], tuple[int, list[Citation]]] = {}
     for n, c in enumerate(citations):
         # One reference chunk became one citation per id, each with that chunk as `raw`.
-        at = c.end if c.end is not None else len(text)
+        # A whole-block citation: a chunk before the text (it reads back without a span).
+        at = c.end if c.end is not None else 0
         raw = json.dumps(c.raw, sort_keys=True) if c.raw is not None else f"#{n}"
         groups.setdefault((at, raw), (at, []))[1].append(c)
     parts: list[dict[str, Any]] = []
@@ -507,9 +508,61 @@ def citations_delta(text: str, citations: list[Citation], api: str, offset: int)
     """A cited text block as the delta that says it: Mistral's text and `reference`
     chunks; elsewhere the text's `url_citation` annotations (spans counted from `offset`,
     the length of the message's text before this block), sent after the text."""
+    for c in citations:
+        if c.raw is None:
+            _check_said(c, api, len(text))
     if api == "mistral-conversations":
-        return {"content": reference_parts(text, citations)}
+        parts = reference_parts(text, citations)
+        _check_spans(parts, citations)
+        return {"content": parts}
     return {"annotations": [url_annotation(c, offset) for c in citations]}
+
+
+_SAID = {
+    "openai-completions": ("url", "title", "start", "end"),  # url_citation
+    "mistral-conversations": ("document_index", "start", "end"),  # reference chunk
+}
+"""What a scripted citation (no `raw`) can carry in each API's annotation or chunk."""
+
+
+def _check_said(c: Citation, api: str, size: int) -> None:
+    """Raise, naming the field, for what the API's citation has no field for (a
+    `url_citation` has no cited text, file or document; a Mistral `reference` chunk cites a
+    document by index alone), or a span it reads back otherwise (an empty one)."""
+    said = _SAID[api]
+    for name, value in c.model_dump(exclude={"raw"}).items():
+        if value is not None and name not in said:
+            raise ValueError(
+                f"vendor_bytes: {api} has no field for a citation's `{name}` (it says "
+                f"{', '.join(said)}); leave it unset or give the vendor's `raw`"
+            )
+    if (c.start is None) != (c.end is None) or (c.start is not None and c.start >= (c.end or 0)):
+        raise ValueError(
+            f"vendor_bytes: {api} reads a citation's span as start < end or none "
+            f"(start {c.start}, end {c.end}; the text has {size} code points)"
+        )
+
+
+def _check_spans(parts: list[dict[str, Any]], citations: list[Citation]) -> None:
+    """A Mistral `reference` chunk cites the text since the one before it: each scripted
+    citation's span must be that (the whole text before it, when it is the only one); a
+    whole-block citation is a chunk before the text."""
+    done, spans = 0, list[tuple[int, int]]()
+    for part in parts:
+        if part.get("type") == "text":
+            done += len(part["text"])
+            continue
+        spans.append((0, done) if not spans else (spans[-1][1], done))
+    for c in citations:
+        if c.start is None and c.end is None:
+            continue  # written before the text: read back whole-block
+        at = next((s for s in spans if s[1] == c.end), None)
+        if c.start is None or at is None or at[0] != c.start:
+            raise ValueError(
+                "vendor_bytes: mistral-conversations cites with a `reference` chunk after the "
+                f"text since the chunk before it: the citation's start, end ({c.start}, "
+                f"{c.end}) must be that span, one of {spans}"
+            )
 
 
 def block_delta(block: Any, api: str) -> dict[str, Any]:

@@ -93,7 +93,7 @@ CLIENT_CALLS: dict[str, tuple[str | None, str, str]] = {
 """Built-in items the caller runs -> (tool name, None: the item's `name`; the field
 holding its input; the item type its result goes back as)."""
 
-_INPUT_FIELDS: dict[str, tuple[str, ...]] = {
+INPUT_FIELDS: dict[str, tuple[str, ...]] = {
     "web_search_call": ("action",),
     "file_search_call": ("queries",),
     "code_interpreter_call": ("code", "container_id"),
@@ -160,7 +160,7 @@ def _server_input(item: dict[str, Any], itype: str) -> Any:
     arguments = item.get("arguments")
     if isinstance(arguments, str) and itype != "tool_search_call":
         return _json_or_text(arguments) if arguments else {}
-    fields = _INPUT_FIELDS.get(itype, ())
+    fields = INPUT_FIELDS.get(itype, ())
     if len(fields) == 1 and isinstance(item.get(fields[0]), dict):
         # An `action` or `arguments` object (a search's sources are its result, not input).
         return {k: v for k, v in item[fields[0]].items() if k != "sources"}

@@ -27,7 +27,7 @@ from stream_core import (
 )
 from stream_core.provider import server_tool_objects
 
-from ._responses_builtin import API, CLIENT_CALLS, SERVER_CALLS, TOOL_NAMES
+from ._responses_builtin import API, CLIENT_CALLS, INPUT_FIELDS, SERVER_CALLS, TOOL_NAMES
 
 FILE_TYPES = frozenset(
     {
@@ -260,6 +260,39 @@ def annotation(c: Citation) -> dict[str, Any]:
     return out
 
 
+_ANNOTATION_FIELDS = {
+    "url_citation": ("url", "title", "start", "end"),
+    "file_citation": ("file_id", "filename", "start", "end"),
+}
+"""What each annotation a scripted citation is written as can say (a file citation's
+`index` is a point: `start == end`)."""
+
+
+def script_annotation(c: Citation) -> dict[str, Any]:
+    """`annotation` for `vendor_bytes`: the annotation the translator reads back as `c`,
+    field for field. Raises (naming the field) for what an annotation has no field for:
+    `cited_text` and `document_index` (Responses annotations carry neither), a url
+    citation's file, a file citation's title or span (it has one `index`)."""
+    if c.raw is not None:
+        return annotation(c)
+    note = "url_citation" if c.url else "file_citation"
+    said = _ANNOTATION_FIELDS[note]
+    for name, value in c.model_dump(exclude={"raw"}).items():
+        if value is not None and name not in said:
+            raise ValueError(
+                f"vendor_bytes: {API} has no field for a citation's `{name}` (a {note} "
+                f"annotation says {', '.join(said)}); leave it unset or give `raw`"
+            )
+    if (c.start is None) != (c.end is None) or (note == "file_citation" and c.start != c.end):
+        what = "a point (start == end)" if note == "file_citation" else "both ends or neither"
+        raise ValueError(f"vendor_bytes: {API} cites with a {note} span of {what}")
+    out = annotation(c)
+    for name in ("title", "file_id", "filename"):  # written "" when unset: read back ""
+        if getattr(c, name) is None:
+            out.pop(name, None)
+    return out
+
+
 # --- ServerTool -> tool objects (request) ---------------------------------------------------
 
 
@@ -360,25 +393,27 @@ def encode_block(block: Any, previous: dict[str, Any] | None) -> dict[str, Any] 
 
 def _call_item(call: ServerToolCall) -> dict[str, Any]:
     itype = _KIND_ITEMS.get(call.kind or "")
-    if itype is None or (
-        itype != "mcp_call" and call.name not in (itype, TOOL_NAMES.get(itype), "")
-    ):
+    # The item type as the name is taken too (earlier scripts spelled it so): it comes
+    # back as the tool's name, the one rename left (ALIASED in the review tests).
+    if itype is None or (itype != "mcp_call" and call.name not in (itype, TOOL_NAMES.get(itype))):
         raise ValueError(
             f"vendor_bytes: openai-responses writes a server call without `raw` by its kind "
             f"({', '.join(f'{k} as {v}' for k, v in _KIND_ITEMS.items())}); "
-            f"{call.name!r} (kind {call.kind!r}) needs its vendor item in `raw`"
+            f"{call.name!r} (kind {call.kind!r}) needs its vendor item in `raw` (the item "
+            f"names the call by its tool: {', '.join(map(repr, TOOL_NAMES.values()))})"
         )
-    given = call.input if isinstance(call.input, dict) else {}
+    if call.caller is not None:
+        raise ValueError(f"vendor_bytes: {API} has no `caller` on a {itype} item; give `raw`")
+    given = _said_input(call, itype)
     item: dict[str, Any] = {"type": itype, "id": call.id, "status": "completed"}
     if itype == "web_search_call":
-        item["action"] = given or {"type": "search"}
+        item["action"] = given
     elif itype == "file_search_call":
-        item.update(queries=given.get("queries", []), results=None)
+        item.update(given, results=None)
     elif itype == "code_interpreter_call":
-        item.update(code=str(given.get("code", "")), container_id=given.get("container_id"))
-        item["outputs"] = None
+        item.update(given, outputs=None)
     elif itype == "image_generation_call":
-        item.update({k: v for k, v in given.items() if k != "result"}, result=None)
+        item.update(given, result=None)
     else:
         item.update(name=call.name, arguments=json.dumps(given), server_label="")
         item.update(output=None, error=None)
@@ -403,21 +438,80 @@ def _fold_result(result: ServerToolResult, call: dict[str, Any] | None) -> None:
     }[itype]
     if held:
         return  # the vendor's item already holds it (a recorded call, sent back as it was)
+    _check_reading(result, call, itype)
     if itype == "web_search_call":
         action = call.setdefault("action", {"type": "search"})
-        action["sources"] = [{"type": "url", "url": s.url} for s in result.sources if s.url]
-    elif itype == "file_search_call":
-        call["results"] = [
-            {
-                k: v
-                for k, v in s.model_dump().items()
-                if k in ("file_id", "filename", "score", "text")
-            }
-            for s in result.sources
+        action["sources"] = [
+            {"type": "url", **s.model_dump(include={"url", "title"})} for s in result.sources
         ]
+    elif itype == "file_search_call":
+        call["results"] = [s.model_dump() for s in result.sources]
     elif itype == "code_interpreter_call":
-        call["outputs"] = [{"type": "logs", "logs": result.text}]
+        logs = [{"type": "logs", "logs": result.text}] if result.text else []
+        images = [{"type": "image", "url": s.url} for s in result.sources]
+        call["outputs"] = logs + images
     elif itype == "mcp_call":
         call["error" if result.is_error else "output"] = result.text
     else:
         call["tools"] = [{"name": n} for n in result.text.split(", ") if n]
+
+
+def _said_input(call: ServerToolCall, itype: str) -> dict[str, Any]:
+    """A scripted call's input as the item fields the translator reads it from: a search's
+    `action` object (without `sources`, its result), else the item's own input fields
+    (`_INPUT_FIELDS`); MCP arguments any object. Raises for input the item cannot hold."""
+    given = call.input
+    fields = INPUT_FIELDS.get(itype, ())
+    if not isinstance(given, dict):
+        raise ValueError(f"vendor_bytes: {API} holds a {itype}'s input as an object")
+    if itype == "mcp_call":
+        return given
+    if itype == "web_search_call":
+        if "sources" in given:
+            raise ValueError(
+                f"vendor_bytes: {API} reads a web search's `action.sources` as its result: "
+                "script the sources on a ServerToolResult after the call"
+            )
+        return dict(given)
+    extra = [k for k in given if k not in fields or given[k] is None]
+    if extra or (itype == "code_interpreter_call" and not isinstance(given.get("code", ""), str)):
+        raise ValueError(
+            f"vendor_bytes: {API} has no field for the input {extra or ['code']} of a "
+            f"{itype} (it holds {', '.join(fields)}, not null)"
+        )
+    return dict(given)
+
+
+_READINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # action.sources: {type: url, url}; OpenAI sends no title, servers that speak the API
+    # (xAI, OpenRouter) add one, which the translator reads
+    "web_search_call": ((), ("url", "title")),
+    "file_search_call": ((), ("file_id", "filename", "score", "text")),  # results[]
+    "code_interpreter_call": (("text",), ("url",)),  # outputs: logs, images by url
+    "mcp_call": (("text", "is_error"), ()),  # output or error
+    "mcp_list_tools": (("text", "is_error"), ()),  # tools by name, or error
+}
+"""What a call item can hold of a scripted reading: (result fields, fields of each source)."""
+
+
+def _check_reading(result: ServerToolResult, call: dict[str, Any], itype: str) -> None:
+    """Raise, naming the field, for what `call`'s item has no field for, so the translator's
+    reading of the item is the scripted result field for field."""
+    fields, source_fields = _READINGS[itype]
+    where = f"vendor_bytes: {API} carries a {itype}'s result in its item"
+    name = call.get("name") if itype == "mcp_call" else TOOL_NAMES.get(itype, itype)
+    said = (call.get("id"), name, SERVER_CALLS.get(itype))
+    if (result.call_id, result.name.replace(itype, str(name)), result.kind) != said:
+        raise ValueError(f"{where}: its call_id, name and kind are the call's {said}")
+    for field, unset in (("text", ""), ("is_error", False), ("exit_code", None)):
+        if getattr(result, field) != unset and field not in fields:
+            raise ValueError(f"{where}, which has no field for `{field}`; give `raw`")
+    if result.sources and not source_fields:
+        raise ValueError(f"{where}, which has no field for `sources`; give `raw`")
+    for source in result.sources:
+        for field, value in source.model_dump().items():
+            if value is not None and field not in source_fields:
+                raise ValueError(f"{where}: a source says {', '.join(source_fields)}, no `{field}`")
+    empty = not result.sources and (itype != "code_interpreter_call" or not result.text)
+    if empty and itype in ("web_search_call", "file_search_call", "code_interpreter_call"):
+        raise ValueError(f"{where}: one with nothing in it (no sources) is none")

@@ -36,7 +36,7 @@ def bedrock(t: _Turn) -> bytes:
         if b.kind == "text":
             out += delta(i, {"text": b.text})
             for c in b.citations:
-                out += delta(i, {"citation": codec.citation_record(c)})
+                out += delta(i, {"citation": codec.script_citation(c)})
         elif b.kind == "block":
             try:
                 start, deltas = codec.stream_block(b.data)

@@ -81,7 +81,7 @@ def anthropic(t: _Turn) -> bytes:
         start: dict[str, Any]
         if b.kind == "text":
             start = {"type": "text", "text": ""}
-            deltas = [{"type": "citations_delta", "citation": codec.encode_citation(c)}
+            deltas = [{"type": "citations_delta", "citation": codec.script_citation(c)}
                       for c in b.citations] + [{"type": "text_delta", "text": b.text}]  # fmt: skip
         elif b.kind == "thinking" and b.redacted:
             start, deltas = {"type": "redacted_thinking", "data": b.signature or ""}, []
@@ -233,7 +233,7 @@ def responses(t: _Turn) -> bytes:
                 content_index=0,
                 delta=b.text,
             )
-            notes = [codec.annotation(c) for c in b.citations]
+            notes = [codec.script_annotation(c) for c in b.citations]
             for i, note in enumerate(notes):
                 add(
                     "response.output_text.annotation.added",
