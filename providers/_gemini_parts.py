@@ -319,11 +319,21 @@ def _chunk_source(chunk: Any) -> tuple[Source, str, str | None]:
         inner = chunk.get(key) if type(chunk) is dict else None
         if type(inner) is dict:
             text = _str(inner, "text")
-            return Source(url=_str(inner, "uri"), title=_str(inner, "title"), text=text), kind, text
+            url = _str(inner, "uri") or _metadata_url(inner.get("customMetadata"))
+            return Source(url=url, title=_str(inner, "title"), text=text), kind, text
     inner = chunk.get("maps") if type(chunk) is dict else None
     if type(inner) is dict:
         return Source(url=_str(inner, "uri"), title=_str(inner, "title")), "google_maps", None
     return Source(), "grounding", None
+
+
+def _metadata_url(entries: Any) -> str | None:
+    """A file-search chunk's page: the `source_url` (or `url`) of its document's
+    `customMetadata` (`[{key, stringValue}]`), when the chunk has no `uri`."""
+    for entry in entries if type(entries) is list else ():
+        if _str(entry, "key") in ("source_url", "url") and _str(entry, "stringValue"):
+            return _str(entry, "stringValue")
+    return None
 
 
 def _cite(asm: Assembler, supports: list[Any], chunks: list[Any]) -> None:
@@ -425,7 +435,8 @@ def encode_block(block: object) -> dict[str, Any] | None:
         if isinstance(block, ServerToolCall):
             given = block.input if isinstance(block.input, dict) else {}
             if block.kind == _CODE:
-                code = {"language": given.get("language", "PYTHON"), "code": given.get("code")}
+                # As scripted (`_gemini_script` refuses other fields): no language invented.
+                code = {k: given[k] for k in ("language", "code") if k in given}
                 return {"executableCode": {**code, "id": block.id}}
             tool_type = block.name.upper() or "TOOL"
             return {"toolCall": {"toolType": tool_type, "id": block.id, "args": given}}
@@ -434,6 +445,8 @@ def encode_block(block: object) -> dict[str, Any] | None:
             result = {"outcome": outcome, "output": block.text, "id": block.call_id}
             return {"codeExecutionResult": result}
         reply: dict[str, Any] = {"toolType": block.name.upper() or "TOOL", "id": block.call_id}
+        if block.text:
+            reply["response"] = json.loads(block.text)  # `_gemini_script` checked it is JSON
         return {"toolResponse": reply}
     if isinstance(block, FileContent):
         return file_part(block)
@@ -514,11 +527,12 @@ def encode_grounding(
             first = min(c.start if c.start is not None else 0, len(text))
             last = min(c.end if c.end is not None else len(text), len(text))
             start = at + len(text[:first].encode("utf-8"))
-            segment = {
+            segment: dict[str, Any] = {
                 "startIndex": start,
                 "endIndex": start + len(text[first:last].encode("utf-8")),
-                "text": text[first:last],
             }
+            if c.cited_text is not None:  # else read back with none
+                segment["text"] = text[first:last]
             indices = [chunk(c.url, c.title)]
             supports.append({"segment": segment, "groundingChunkIndices": indices})
         at += len(text.encode("utf-8"))

@@ -381,6 +381,15 @@ def _gemini_can_say(block: Any) -> None:
             )
 
 
+def _as_content(b: _Block) -> Any:
+    """A scripted block as the content `_gemini_script.check_script` reads."""
+    from .._types import TextContent
+
+    if b.kind == "text":
+        return TextContent(text=b.text, citations=list(b.citations) or None)
+    return b.data if b.kind == "block" else None
+
+
 def gemini(t: _Turn) -> bytes:
     # Server tool parts, files, vendor parts and grounding: the provider's own codec.
     codec: Any = importlib.import_module("stream_core.providers._gemini_parts")
@@ -440,6 +449,10 @@ def gemini(t: _Turn) -> bytes:
     if t.detail:
         final["finishMessage"] = t.detail
     data = [b.data for b in t.blocks if b.kind == "block"]
-    final.update(codec.candidate_metadata(data, texts))
+    metadata = codec.candidate_metadata(data, texts)
+    # The turn must be one the translator reads back as scripted (its derived blocks).
+    script: Any = importlib.import_module("stream_core.providers._gemini_script")
+    script.check_script([_as_content(b) for b in t.blocks], metadata)
+    final.update(metadata)
     events.append((None, {"candidates": [final], "usageMetadata": usage, "modelVersion": MODEL}))
     return sse(events)
