@@ -20,6 +20,7 @@ from stream_core import (
     ServerTool,
     ServerToolCall,
     ServerToolResult,
+    Source,
     TextContent,
     Tool,
     UserMessage,
@@ -37,7 +38,7 @@ from stream_core.contract_tests.kit import (
     text_case,
     whole,
 )
-from stream_core.testing import faux_web_search, vendor_bytes
+from stream_core.testing import faux_content, faux_web_search, vendor_bytes
 
 API = "google-generative-ai"
 FIXTURES = {f.name: f for f in load_fixtures(API)}
@@ -469,18 +470,36 @@ def test_vendor_bytes_of_a_recorded_message_replays_to_it(name: str) -> None:
     assert again.usage.server_tools == message.usage.server_tools
 
 
-def test_vendor_bytes_writes_a_scripted_web_search_as_grounding() -> None:
-    turn = faux_web_search("paris weather", [("https://a.test", "A"), "https://b.test"], "Sunny.")
-    message = _from_bytes(vendor_bytes(turn, API).body)
-    text, call, result = message.content
-    assert isinstance(text, TextContent) and text.citations is not None
-    assert [(c.url, c.cited_text) for c in text.citations] == [
-        ("https://a.test", "Sunny."),
-        ("https://b.test", "Sunny."),
-    ]
-    assert isinstance(call, ServerToolCall) and call.input == {"queries": ["paris weather"]}
-    assert isinstance(result, ServerToolResult)
-    assert [s.url for s in result.sources] == ["https://a.test", "https://b.test"]
+def test_vendor_bytes_writes_a_web_search_in_geminis_own_shape() -> None:
+    """Gemini says a search as grounding metadata after the text: a generic script (call,
+    result, then whole-block citations) is refused naming the API, and a turn in Gemini's
+    shape (span citations, then the grounding pair) replays to exactly what was scripted."""
+    with pytest.raises(ValueError, match=API):
+        vendor_bytes(faux_web_search("paris weather", ["https://a.test"], "Sunny."), API)
+    text = TextContent(
+        text="Sunny.", citations=[Citation(url="https://a.test", title="A", start=0, end=6)]
+    )
+    call = ServerToolCall(
+        id="gemini-grounding",
+        name="google_search",
+        kind="web_search",
+        input={"queries": ["paris weather"]},
+    )
+    result = ServerToolResult(
+        call_id="gemini-grounding",
+        name="google_search",
+        kind="web_search",
+        sources=[Source(url="https://a.test", title="A")],
+    )
+    message = _from_bytes(vendor_bytes(faux_content([text, call, result]), API).body)
+
+    def shown(block: Any) -> dict[str, Any]:
+        out: dict[str, Any] = block.model_dump(exclude={"raw"})
+        for c in out.get("citations") or ():
+            c.pop("raw", None)  # the vendor's support record, kept beside our reading
+        return out
+
+    assert [shown(b) for b in message.content] == [shown(b) for b in (text, call, result)]
     assert message.usage.server_tools == {"web_search": 1}
 
 
