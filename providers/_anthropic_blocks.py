@@ -32,7 +32,7 @@ from stream_core import (
     Source,
     VendorContent,
 )
-from stream_core.provider import Assembler, as_object, optional_field
+from stream_core.provider import Assembler, as_object, optional_field, refuse_unsaid_options
 
 __all__ = [
     "API",
@@ -110,14 +110,7 @@ def _tool(kind: str) -> Callable[[ServerTool], dict[str, Any]]:
     vendor_type, name = _TOOL_TYPES[kind]
 
     def build(tool: ServerTool) -> dict[str, Any]:
-        takes = _OPTIONS.get(kind, frozenset())
-        fields = ("max_uses", "allowed_domains", "blocked_domains", "user_location")
-        unsaid = [f for f in fields if getattr(tool, f) is not None and f not in takes]
-        if unsaid:
-            raise ValueError(
-                f"ServerTool(kind={kind!r}): {API}'s {vendor_type} tool takes no "
-                f"{', '.join(unsaid)} (leave them out; vendor fields go in `options`)"
-            )
+        refuse_unsaid_options(tool, _OPTIONS.get(kind, ()), f"{API}'s {vendor_type} tool")
         if tool.allowed_domains is not None and tool.blocked_domains is not None:
             raise ValueError(
                 f"ServerTool(kind={kind!r}): {API} takes allowed_domains or "

@@ -3,14 +3,13 @@ the `toolConfig.tools` entries they become, and which models run them (Nova only
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from stream_core import Model, ServerTool, Tool
-from stream_core.provider import server_tool_objects as _objects
-from stream_core.provider import server_tools_of
+from stream_core import Model, ServerTool
+from stream_core.provider import refuse_unsaid_options
 
-__all__ = ["SERVER_TOOLS", "SYSTEM_TOOLS", "server_tool_objects", "server_tool_refusal"]
+__all__ = ["SERVER_TOOLS", "SYSTEM_TOOLS", "server_tool_refusal"]
 
 API = "bedrock-converse-stream"
 
@@ -25,13 +24,7 @@ _NOVA = "amazon.nova"
 
 def _system_tool(name: str) -> Callable[[ServerTool], dict[str, Any]]:
     def make(tool: ServerTool) -> dict[str, Any]:
-        fields = ("max_uses", "allowed_domains", "blocked_domains", "user_location")
-        unsaid = [f for f in fields if getattr(tool, f) is not None]
-        if unsaid:
-            raise ValueError(
-                f"ServerTool({tool.kind!r}): {API} runs it as Nova's {name}, which takes "
-                f"no {', '.join(unsaid)} (leave them out)"
-            )
+        refuse_unsaid_options(tool, (), f"{API} runs it as Nova's {name}, which")
         return {"systemTool": {"name": name}}
 
     return make
@@ -51,12 +44,3 @@ def server_tool_refusal(model: Model, tool: ServerTool) -> str | None:
         f"ServerTool({tool.kind!r}): {API} runs it as an Amazon Nova system tool, "
         f"which only Nova models take (not {model.id})"
     )
-
-
-def server_tool_objects(model: Model, tools: Iterable[Tool | ServerTool] | None) -> list[Any]:
-    """The `toolConfig.tools` entries of the context's server tools (native ones as given)."""
-    for tool in server_tools_of(tools):
-        refusal = server_tool_refusal(model, tool)
-        if refusal is not None:
-            raise ValueError(refusal)
-    return _objects(tools, SERVER_TOOLS)

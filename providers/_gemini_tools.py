@@ -6,20 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 from stream_core import ServerTool
+from stream_core.provider import refuse_unsaid_options
+
+from ._gemini_parts import API
 
 __all__ = ["FILE_TYPES", "SERVER_TOOLS"]
 
 
 def _plain(key: str) -> Any:
     def build(tool: ServerTool) -> dict[str, Any]:
-        _no_common_options(tool, key)
+        refuse_unsaid_options(tool, (), f"{API}'s {key} tool")
         return {key: dict(tool.options)}  # Gemini nests a tool's fields inside its key
 
     return build
 
 
 def _file_search(tool: ServerTool) -> dict[str, Any]:
-    _no_common_options(tool, "file_search")
+    refuse_unsaid_options(tool, (), f"{API}'s file_search tool")
     names = tool.options.get("file_search_store_names", tool.options.get("fileSearchStoreNames"))
     if not names:
         raise ValueError(
@@ -27,19 +30,6 @@ def _file_search(tool: ServerTool) -> dict[str, Any]:
             "options={'file_search_store_names': ['fileSearchStores/...']}"
         )
     return {"file_search": dict(tool.options)}
-
-
-def _no_common_options(tool: ServerTool, key: str) -> None:
-    named = [
-        n
-        for n in ("max_uses", "allowed_domains", "blocked_domains", "user_location")
-        if getattr(tool, n) is not None
-    ]
-    if named:
-        raise ValueError(
-            f"ServerTool(kind={tool.kind!r}): Gemini's {key} tool takes no "
-            f"{', '.join(named)} (give Gemini's own fields in `options`)"
-        )
 
 
 SERVER_TOOLS = {

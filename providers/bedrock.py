@@ -68,6 +68,7 @@ from stream_core.provider import (
     parse_json,
     refuse_forced_tool,
     required_field,
+    server_tool_objects,
     thinking_mode,
 )
 
@@ -82,7 +83,6 @@ from ._bedrock_messages import called_tools as _called_tools
 from ._bedrock_messages import convert_messages as _convert_messages
 from ._bedrock_messages import sends_tools as _sends_tools
 from ._bedrock_tools import SERVER_TOOLS, server_tool_refusal
-from ._bedrock_tools import server_tool_objects as _server_tool_objects
 from ._claude import (
     claude_schema,
     claude_version,
@@ -238,7 +238,8 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
                 }
                 for t in function_tools_of(context.tools)
             ]
-            + _server_tool_objects(model, context.tools)
+            # stream() has refused the kinds this model does not run (server_tool_refusal).
+            + server_tool_objects(context.tools, SERVER_TOOLS)
         }
         choice = _tool_choice(options, thinking=budget is not None)
         if choice is not None:

@@ -17,7 +17,17 @@ from ._content import _Model, _not_none
 if TYPE_CHECKING:
     from ._types import Tool
 
-__all__ = ["ServerTool", "function_tools_of", "server_tool_objects", "server_tools_of"]
+__all__ = [
+    "COMMON_OPTIONS",
+    "ServerTool",
+    "function_tools_of",
+    "refuse_unsaid_options",
+    "server_tool_objects",
+    "server_tools_of",
+]
+
+COMMON_OPTIONS = ("max_uses", "allowed_domains", "blocked_domains", "user_location")
+"""The portable options of a `ServerTool`, in the order errors name them."""
 
 
 class UserLocation(_Model):
@@ -106,3 +116,17 @@ def server_tool_objects(
         else:
             out.append(table[tool.kind](tool))
     return out
+
+
+def refuse_unsaid_options(tool: ServerTool, takes: Iterable[str], said_as: str) -> None:
+    """Raise, naming them, for the common options set on `tool` that the vendor's tool
+    object has no field for (never left out of the request unsaid). `takes`: the options it
+    has; `said_as`: what the tool becomes, for the message ("anthropic-messages's
+    code_execution_20250825 tool")."""
+    taken = set(takes)
+    unsaid = [f for f in COMMON_OPTIONS if getattr(tool, f) is not None and f not in taken]
+    if unsaid:
+        raise ValueError(
+            f"ServerTool(kind={tool.kind!r}): {said_as} takes no {', '.join(unsaid)} "
+            "(leave them out; vendor fields go in `options`)"
+        )

@@ -26,7 +26,8 @@ shows a plugin needs nothing private. The pieces, by job:
   a request sends of them:
   `function_tools_of` / `server_tools_of` (the two halves of `Context.tools`; an API's
   server-tool kinds are its `WireAPI.server_tools` table), `server_tool_objects` (what
-  the server tools become through that table), `cited_text` (a cited text
+  the server tools become through that table), `refuse_unsaid_options` (a common option the
+  vendor's tool has no field for raises), `cited_text` (a cited text
   block as plain text for a vendor that cannot take citations);
 - tool arguments: `parse_arguments`, `parse_partial_json`, `ArgumentsError`;
 - cost: `CostContext`, `compute_cost`, `long_cache_honored`;
@@ -101,7 +102,12 @@ from ._output import OutputSpec, closed_schema
 from ._pipeline.assembler import Assembler, StopRule
 from ._registry import get_provider, register_provider, unregister_providers
 from ._rules import ADAPTIVE_EFFORTS, BEDROCK_IMAGE_FORMATS, thinking_level, thinking_mode
-from ._server_tools import function_tools_of, server_tool_objects, server_tools_of
+from ._server_tools import (
+    function_tools_of,
+    refuse_unsaid_options,
+    server_tool_objects,
+    server_tools_of,
+)
 from ._tools import TOOL_ERROR_PREFIX, function_tools
 from ._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
 
@@ -140,6 +146,7 @@ __all__ = [
     "error_from_vendor",
     "function_tools",
     "function_tools_of",
+    "refuse_unsaid_options",
     "server_tool_objects",
     "server_tools_of",
     "cited_text",
