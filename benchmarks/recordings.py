@@ -29,22 +29,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import run as bench  # benchmarks/run.py: a script's own directory is on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "contract_tests" / "fixtures"
-APIS = (
-    "anthropic-messages",
-    "openai-completions",
-    "openai-responses",
-    "google-generative-ai",
-    "bedrock-converse-stream",
-    "mistral-conversations",
-    "ollama-chat",
-)
 _I_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
-_MEDIA = {
-    "bedrock-converse-stream": "application/vnd.amazon.eventstream",
-    "ollama-chat": "application/x-ndjson",
-}
 
 
 def _recordings(api: str, names: set[str] | None) -> list[tuple[str, bytes, dict[str, Any]]]:
@@ -70,7 +59,7 @@ async def _replay(api: str, body: bytes, meta: dict[str, Any]) -> int:
     import stream_core
     from stream_core import Context, Model, StreamOptions, UserMessage
 
-    media = _MEDIA.get(api, "text/event-stream")
+    media = bench.media_type(api)
 
     async def serve() -> Any:
         yield body
@@ -136,7 +125,7 @@ def measure(api: str, reps: tuple[int, int], names_file: str | None) -> dict[str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--single", nargs=2, metavar=("API", "REPS"))
-    parser.add_argument("--apis", nargs="*", default=list(APIS))
+    parser.add_argument("--apis", nargs="*", default=list(bench.PROVIDERS))
     parser.add_argument("--names", help="only the recordings named in this file (api/name)")
     parser.add_argument("--reps", nargs=2, type=int, default=[3, 13])
     parser.add_argument("--json", action="store_true")
