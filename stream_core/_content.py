@@ -36,6 +36,10 @@ def _not_none(value: Any) -> bool:
     return value is None
 
 
+def _label(name: str, where: str) -> str:
+    return f"{name} <{where}>" if name and where else name or where
+
+
 class Source(_Model):
     """One thing a server tool found: a web page (`url`, `title`), or a file chunk
     (`file_id`, `filename`, `score`), with a snippet in `text` when the vendor sent one."""
@@ -49,9 +53,7 @@ class Source(_Model):
 
     def label(self) -> str:
         """`title <url>` (or the file's name and id), for text."""
-        name = self.title or self.filename or ""
-        where = self.url or self.file_id or ""
-        return f"{name} <{where}>" if name and where else name or where
+        return _label(self.title or self.filename or "", self.url or self.file_id or "")
 
 
 class Citation(_Model):
@@ -73,11 +75,10 @@ class Citation(_Model):
 
     def label(self) -> str:
         """`title <url>` (or the document or file it names), for text."""
-        name = self.title or self.filename or ""
         where = self.url or self.file_id or ""
         if not where and self.document_index is not None:
             where = f"document {self.document_index}"
-        return f"{name} <{where}>" if name and where else name or where
+        return _label(self.title or self.filename or "", where)
 
 
 class TextContent(_Model):
@@ -87,7 +88,7 @@ class TextContent(_Model):
     text: str = ""
     text_signature: str | None = None
     """Vendor id or signature of the text part, sent back verbatim to the same model."""
-    citations: list[Citation] | None = Field(default=None, exclude_if=lambda v: v is None)
+    citations: list[Citation] | None = Field(default=None, exclude_if=_not_none)
     """The sources this text rests on, as the vendor cited them (None: it cited none)."""
 
 
@@ -128,14 +129,14 @@ class ToolCall(_Model):
     truncated: bool = False
     """The call is not to be executed: the output limit cut it, or its arguments are not
     valid JSON. `fail_truncated_tool_calls` answers it with an error result."""
-    caller: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    caller: dict[str, Any] | None = Field(default=None, exclude_if=_not_none)
     """Who made the call when it is not the model itself (Anthropic programmatic calls:
     the code execution that waits for its result), sent back with it."""
-    builtin: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    builtin: str | None = Field(default=None, exclude_if=_not_none)
     """The vendor's item type for a built-in call the caller runs (OpenAI Responses
     `shell_call`, `local_shell_call`, `apply_patch_call`, `custom_tool_call`,
     `tool_search_call`): its result goes back as that item's output type."""
-    raw: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    raw: dict[str, Any] | None = Field(default=None, exclude_if=_not_none)
     """The vendor's item verbatim, for a built-in call (sent back to the same API)."""
     partial_json: str = Field(default="", exclude=True, repr=False)
     """The raw argument text received so far, while the call streams (not persisted)."""
