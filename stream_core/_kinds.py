@@ -1,7 +1,8 @@
 """The table of content-block kinds: the one place that says which blocks exist, which
 messages may hold them and which events stream them. The content unions, the assembler's
-events, the contract grammar, token estimates and the handoff all read it, so a new kind
-is one class and one row.
+`start_block`, the contract grammar, the call checks and the faux model's scripts read it,
+so a new kind is one class and one row (with its `as_text()`, which the handoff and the
+token estimates use).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ Family = Literal["text", "thinking", "toolcall", "block"]
 class BlockKind:
     """One row of the table: the block's `type`, its class, the event family that streams
     it (`text_*`, `thinking_*`, `toolcall_*`, or the general `block_*`), the roles whose
-    content may hold it, and whether it is a vendor's own record (sent back only to the
-    API that made it; text for any other)."""
+    content may hold it, and whether it is only ever a vendor's own record (the handoff
+    sends every assistant block of the `block_*` family back only to the API that made it,
+    as text to any other; this flag describes the kind, nothing branches on it)."""
 
     type: str
     cls: builtins.type[Any]
