@@ -42,7 +42,11 @@ shows a plugin needs nothing private. The pieces, by job:
 - endpoints: `base_url_problem` (what is wrong with a base URL, if anything) and
   `setting_in_url` (a setting that becomes part of a request URL, e.g. a
   region in a host, checked so it cannot move the request elsewhere);
-- registration: `register_provider`, `unregister_providers`, `get_provider`.
+- registration: `register_provider`, `unregister_providers`, `get_provider`;
+- serving an API to clients (the gateway, `serve`): `Dialect` (a client-facing API both
+  ways round: its request read back into a context, its events written as its bytes),
+  `dialect(api)`, `DIALECTS`, `Inbound`, `DialectEncoder`, `RequestFieldError`,
+  `CARRIER_PREFIX`.
 
 Names no built-in provider imports, and why each stays (tests/test_doors.py checks this
 list against the providers):
@@ -62,6 +66,8 @@ list against the providers):
   plugins and their tests do at run time (the built-ins register through the catalog).
 - `kind_of`, `server_tools_of`, `cited_text`: a block's kind, the server tools of a
   context and cited text written out, for a plugin whose vendor takes them.
+- `dialect`, `DIALECTS`, `DialectEncoder`: what the gateway reads to serve a client its own
+  API (the codec modules supply a `Dialect`; none of them looks another up).
 - `is_same_model`, `sanitize_surrogates`: history preparation for a provider converting
   messages its own way.
 """
@@ -80,6 +86,15 @@ from ._decoding.fields import (
 )
 from ._decoding.json_values import ArgumentsError, parse_arguments, parse_partial_json
 from ._decoding.sse import Decoder, Frame, NDJSONBytesDecoder, SSEBytesDecoder
+from ._dialects import (
+    CARRIER_PREFIX,
+    DIALECTS,
+    Dialect,
+    DialectEncoder,
+    Inbound,
+    RequestFieldError,
+    dialect,
+)
 from ._error_text import vendor_error_fields
 from ._errors import (
     OVERFLOW_PATTERNS,
@@ -115,7 +130,9 @@ __all__ = [
     "ADAPTIVE_EFFORTS",
     "ANY",
     "BEDROCK_IMAGE_FORMATS",
+    "CARRIER_PREFIX",
     "CONTROLS",
+    "DIALECTS",
     "IMAGE_OMITTED_TEXT",
     "OVERFLOW_PATTERNS",
     "TOOL_ERROR_PREFIX",
@@ -123,14 +140,18 @@ __all__ = [
     "Assembler",
     "CostContext",
     "Decoder",
+    "Dialect",
+    "DialectEncoder",
     "EventStreamDecoder",
     "EventStreamFrame",
     "First",
     "Frame",
+    "Inbound",
     "Inner",
     "NDJSONBytesDecoder",
     "OutputSpec",
     "ProtocolError",
+    "RequestFieldError",
     "SSEBytesDecoder",
     "StopRule",
     "StreamFailure",
@@ -150,6 +171,7 @@ __all__ = [
     "server_tool_objects",
     "server_tools_of",
     "cited_text",
+    "dialect",
     "kind_of",
     "get_provider",
     "id_normalizer",

@@ -1,0 +1,233 @@
+"""The gateway as an ASGI application: `create_app(config)`.
+
+Paths (each also answered without the `/v1` prefix):
+
+- `POST /v1/messages`, `POST /v1/messages/count_tokens`: Anthropic Messages;
+- `POST /v1/responses`: OpenAI Responses;
+- `POST /v1/chat/completions`: OpenAI Chat Completions;
+- `GET /v1/models`: the model names served, in Anthropic's shape when the request carries
+  `anthropic-version`, else OpenAI's;
+- `GET /health`: 200 while the process serves.
+
+A client authenticates with a gateway key (`x-api-key` or `Authorization: Bearer`) when
+the config lists keys; the vendors' keys stay in the gateway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from stream_core.provider import dialect
+
+from ._config import GatewayConfig, GatewayKey
+from ._exchange import Exchange
+
+__all__ = ["create_app"]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+ACCESS_LOG = logging.getLogger("stream_core.gateway.access")
+
+DIALECT_PATHS = {
+    "/v1/messages": "anthropic-messages",
+    "/v1/responses": "openai-responses",
+    "/v1/chat/completions": "openai-completions",
+}
+
+
+class Gateway:
+    """The ASGI application (see the module's docstring)."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self._keys = {k.sha256: k for k in config.keys}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        began = time.perf_counter()
+        path = scope["path"].rstrip("/") or "/"
+        if not path.startswith("/v1/") and path != "/health":
+            path = "/v1" + path
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        status, key_name, model, extra = 200, "-", "-", ""
+        try:
+            if path == "/health":
+                await _json(send, 200, {"status": "ok"})
+                return
+            key = self._authenticate(headers)
+            if key is False:
+                status = 401
+                await _json(send, 401, _auth_error(path, headers))
+                return
+            key_name = key.name if isinstance(key, GatewayKey) else "-"
+            method = scope["method"]
+            if path == "/v1/models" and method == "GET":
+                await _json(send, 200, self._models(headers))
+                return
+            api = DIALECT_PATHS.get(path)
+            if api is None and path == "/v1/messages/count_tokens":
+                api = "count_tokens"
+            if api is None or method != "POST":
+                status = 404
+                await _json(
+                    send, 404, {"error": {"type": "not_found_error", "message": f"{method} {path}"}}
+                )
+                return
+            body = await self._body(receive, headers)
+            if body is None:
+                status = 413
+                await _json(
+                    send,
+                    413,
+                    {"error": {"type": "request_too_large", "message": "request body too large"}},
+                )
+                return
+            try:
+                parsed = json.loads(body)
+            except ValueError:
+                status = 400
+                d = dialect("anthropic-messages" if api == "count_tokens" else api)
+                code, payload = d.error_body("invalid_request", "the body is not JSON")
+                await _json(send, code, payload)
+                return
+            if api == "count_tokens":
+                from ._count import count_tokens
+
+                status = await count_tokens(self.config, parsed, headers, send)
+                return
+            exchange = Exchange(
+                self.config, dialect(api), key if isinstance(key, GatewayKey) else None
+            )
+            reply = await exchange.run(parsed, headers, send, receive)
+            status, model = reply.status, reply.model or "-"
+            if reply.message is not None:
+                u = reply.message.usage
+                extra = f" in={u.input} out={u.output} cache_read={u.cache_read} cache_write={u.cache_write} stop={reply.message.stop_reason}"
+        finally:
+            ms = (time.perf_counter() - began) * 1000
+            ACCESS_LOG.info(
+                "%s %s %d key=%s model=%s ms=%.1f%s",
+                scope.get("method", "-"),
+                path,
+                status,
+                key_name,
+                model,
+                ms,
+                extra,
+            )
+
+    def _authenticate(self, headers: dict[str, str]) -> GatewayKey | None | bool:
+        """The caller's key; None when the config lists no keys; False: refused."""
+        if not self._keys:
+            return None
+        presented = headers.get("x-api-key") or ""
+        auth = headers.get("authorization", "")
+        if not presented and auth.lower().startswith("bearer "):
+            presented = auth[7:].strip()
+        digest = hashlib.sha256(presented.encode()).hexdigest()
+        found: GatewayKey | bool = False
+        for known, key in self._keys.items():
+            if hmac.compare_digest(known, digest):
+                found = key
+        return found
+
+    def _models(self, headers: dict[str, str]) -> dict[str, Any]:
+        names = self.config.model_names()
+        if "anthropic-version" in headers:
+            data = [
+                {"type": "model", "id": n, "display_name": n, "created_at": "2025-01-01T00:00:00Z"}
+                for n in names
+            ]
+            return {
+                "data": data,
+                "has_more": False,
+                "first_id": names[0] if names else None,
+                "last_id": names[-1] if names else None,
+            }
+        return {
+            "object": "list",
+            "data": [
+                {"id": n, "object": "model", "created": 0, "owned_by": "stream-core"} for n in names
+            ],
+        }
+
+    async def _body(self, receive: Receive, headers: dict[str, str]) -> bytes | None:
+        limit = self.config.max_request_bytes
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return b""
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                if self.config.limits_store:
+                    from stream_core import configure_limits
+
+                    budgets = {
+                        f"gateway-key:{k.name}": k.budget_usd
+                        for k in self.config.keys
+                        if k.budget_usd is not None
+                    }
+                    configure_limits(store=self.config.limits_store, budgets=budgets or None)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def _auth_error(path: str, headers: dict[str, str]) -> dict[str, Any]:
+    if path.startswith("/v1/messages") or "anthropic-version" in headers:
+        return {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid gateway key"},
+        }
+    return {
+        "error": {
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+            "message": "invalid gateway key",
+            "param": None,
+        }
+    }
+
+
+async def _json(send: Send, status: int, payload: Any) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
+
+
+def create_app(config: GatewayConfig) -> Gateway:
+    """The gateway for `config`, an ASGI application to run or mount."""
+    return Gateway(config)

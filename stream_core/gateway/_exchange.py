@@ -1,0 +1,225 @@
+"""One client request through the gateway: read, route, stream, answer in the dialect.
+
+The request is read by its dialect's codec into a `Context` and `StreamOptions`, sent to
+the model or route its model name maps to with `stream()`, and the events come back
+written by the dialect's encoder as they arrive. Nothing reaches the client before the
+first content: an error before it (a route with nothing left to try included) is answered
+as the dialect's HTTP error, with its status; after it, as the dialect's mid-stream error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from stream_core import AssistantMessage, Model, Route, StreamOptions, stream
+from stream_core.provider import Dialect, Inbound, RequestFieldError
+
+from . import _state
+from ._config import GatewayConfig, GatewayKey
+
+__all__ = ["Exchange", "Reply"]
+
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+
+DEGRADATIONS: dict[str, dict[str, str]] = {
+    "anthropic-messages": {
+        "metadata": "user_id is not sent to a foreign upstream",
+    },
+    "openai-responses": {
+        "store": "the gateway keeps nothing: store is not sent to a foreign upstream",
+        "include": "what can be carried is carried: include is not sent to a foreign upstream",
+        "prompt_cache_key": "sent as the session id where the upstream caches by it",
+        "user": "not sent to a foreign upstream",
+        "safety_identifier": "not sent to a foreign upstream",
+        "service_tier": "not sent to a foreign upstream",
+        "client_metadata": "not sent to a foreign upstream",
+    },
+    "openai-completions": {
+        "user": "not sent to a foreign upstream",
+        "stream_options": "usage is always reported",
+        "n": "only n=1 is served",
+        "store": "not sent to a foreign upstream",
+        "metadata": "not sent to a foreign upstream",
+        "service_tier": "not sent to a foreign upstream",
+        "safety_identifier": "not sent to a foreign upstream",
+        "prompt_cache_key": "sent as the session id where the upstream caches by it",
+    },
+}
+"""Per dialect: the top-level fields a foreign upstream does without, and what becomes of
+them (the gateway guide's tables print this). Any other field the codec leaves unread is
+refused with a 400 naming it."""
+
+
+@dataclass
+class Reply:
+    """What the exchange learned, for the access log: status, upstream, usage."""
+
+    status: int = 200
+    model: str = ""
+    upstream: str = ""
+    message: AssistantMessage | None = None
+    error: str | None = None
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+
+def upstream_api(target: Model | Route) -> set[str]:
+    if isinstance(target, Model):
+        return {target.api}
+    return {d.model.api for d in target.deployments}
+
+
+class Exchange:
+    """Serves one request of one dialect (`run`)."""
+
+    def __init__(self, config: GatewayConfig, dialect: Dialect, key: GatewayKey | None) -> None:
+        self.config = config
+        self.dialect = dialect
+        self.key = key
+        self.reply = Reply()
+
+    async def run(self, body: Any, headers: dict[str, str], send: Send, receive: Receive) -> Reply:
+        try:
+            if not isinstance(body, dict):
+                raise RequestFieldError("body", "a JSON object")
+            inbound = self.dialect.parse_request(body, headers)
+            target = self.config.target(inbound.model)
+            self.reply.model = inbound.model
+            if target is None:
+                await self._error(send, "not_found", f"model {inbound.model!r} is not served here")
+                return self.reply
+            foreign = upstream_api(target) != {self.dialect.api}
+            if foreign:
+                self._refuse_unmodeled(inbound)
+                inbound.context.messages = _state.restore(
+                    inbound.context.messages, inbound.carriers, self.config.secret
+                )
+            options = self._options(inbound, target)
+        except RequestFieldError as e:
+            await self._error(send, "invalid_request", f"{e.field}: {e.message}")
+            return self.reply
+        carrier = self._carrier if foreign else None
+        if inbound.stream:
+            await self._stream(target, inbound, options, carrier, send, receive)
+        else:
+            await self._complete(target, inbound, options, carrier, send, receive)
+        return self.reply
+
+    def _carrier(self, message: AssistantMessage) -> str | None:
+        return _state.pack(message, self.config.secret)
+
+    def _refuse_unmodeled(self, inbound: Inbound) -> None:
+        allowed = DEGRADATIONS.get(self.dialect.api, {})
+        for name in inbound.unmodeled:
+            if name not in allowed:
+                raise RequestFieldError(
+                    name, "cannot be carried to this model's upstream (another vendor's API)"
+                )
+
+    def _options(self, inbound: Inbound, target: Model | Route) -> StreamOptions:
+        options = inbound.options
+        if self.key is not None and self.key.budget_usd is not None:
+            options.budget = f"gateway-key:{self.key.name}"
+        if isinstance(target, Model):
+            env = self.config.key_env_for(target)
+            if env and os.environ.get(env):
+                options.api_key = os.environ[env]
+        return options
+
+    async def _error(
+        self, send: Send, kind: str, message: str, retry_after: float | None = None
+    ) -> None:
+        status, payload = self.dialect.error_body(kind, message)  # type: ignore[arg-type]
+        headers = [(b"content-type", b"application/json")]
+        if retry_after is not None and status == 429:
+            headers.append((b"retry-after", str(max(1, round(retry_after))).encode()))
+        self.reply.status = status
+        self.reply.error = kind
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
+
+    async def _fail(self, send: Send, message: AssistantMessage) -> None:
+        error = message.error
+        kind = error.kind if error is not None else "server"
+        text = error.message if error is not None else "the upstream failed"
+        retry = error.retry_after if error is not None else None
+        await self._error(send, kind, text, retry)
+
+    async def _complete(self, target, inbound, options, carrier, send, receive) -> None:  # type: ignore[no-untyped-def]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
+            async with stream(target, inbound.context, options) as s:
+                message = await s.result()
+            tg.cancel_scope.cancel()
+        self.reply.message = message
+        if message.stop_reason == "error" and not message.content:
+            await self._fail(send, message)
+            return
+        payload = self.dialect.message_body(message, inbound.model, carrier)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
+
+    async def _stream(self, target, inbound, options, carrier, send, receive) -> None:  # type: ignore[no-untyped-def]
+        encoder = self.dialect.encoder(inbound.model, carrier)
+        held: list[Any] = []
+        started = False
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
+            async with stream(target, inbound.context, options) as s:
+                async for event in s:
+                    if not started:
+                        if event.type == "message_end":
+                            self.reply.message = event.message
+                            if event.message.stop_reason == "error" and not event.message.content:
+                                await self._fail(send, event.message)
+                                tg.cancel_scope.cancel()
+                                return
+                        elif event.type != "message_update":
+                            held.append(event)
+                            continue
+                        started = True
+                        await send(
+                            {
+                                "type": "http.response.start",
+                                "status": 200,
+                                "headers": [
+                                    (b"content-type", encoder.media_type.encode()),
+                                    (b"cache-control", b"no-cache"),
+                                ],
+                            }
+                        )
+                        for h in held:
+                            chunk = encoder.feed(h)
+                            if chunk:
+                                await send(
+                                    {"type": "http.response.body", "body": chunk, "more_body": True}
+                                )
+                        held.clear()
+                    if event.type == "message_end":
+                        self.reply.message = event.message
+                    chunk = encoder.feed(event)
+                    if chunk:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tg.cancel_scope.cancel()
+
+
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    """Cancels the exchange when the client goes away: the upstream call ends at once."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
