@@ -11,6 +11,8 @@ and recording and serving vendor bodies.
     stream-core record PROVIDER/MODEL "prompt" -o NAME [--base-url URL] [--api API]
                        [--system S] [--max-tokens N] [--reasoning E]
     stream-core synthesize SCRIPT --api API --out DIR [--model MODEL]
+    stream-core gateway (--config FILE | --model [NAME=]PROVIDER/MODEL...) [--port P]
+                        [--host H] [--workers N] [--base-url URL]; gateway hash-key
     stream-core --version
 
 This module is the argument parser and `main` only; each command is its own module, and
@@ -32,6 +34,8 @@ from .. import __version__
 from ._common import usage_error
 from .chat import run as _chat
 from .demo import run as _demo
+from .gateway import add_parser as _gateway_parser
+from .gateway import run as _gateway
 from .models import run as _models
 from .record import run as _record
 from .replay import run as _replay
@@ -48,6 +52,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "serve": _serve,
     "record": _record,
     "synthesize": _synthesize,
+    "gateway": _gateway,
 }
 
 
@@ -209,6 +214,7 @@ def _parser() -> argparse.ArgumentParser:
         "where it knows the model, else the catalog's list price).",
     )
     models.add_argument("provider", nargs="?", metavar="PROVIDER", help="only this provider")
+    _gateway_parser(sub)
     return parser
 
 
@@ -252,5 +258,5 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     parser.print_usage(err)
     return usage_error(
-        err, "choose a command: demo, replay, chat, models, serve, record or synthesize"
+        err, "choose a command: demo, replay, chat, models, serve, record, synthesize or gateway"
     )

@@ -7,7 +7,7 @@ Paths (each also answered without the `/v1` prefix):
 - `POST /v1/chat/completions`: OpenAI Chat Completions;
 - `GET /v1/models`: the model names served, in Anthropic's shape when the request carries
   `anthropic-version`, else OpenAI's;
-- `GET /health`: 200 while the process serves.
+- `GET /health`: 200 while the process serves; 503 once it is shutting down (`drain`).
 
 A client authenticates with a gateway key (`x-api-key` or `Authorization: Bearer`) when
 the config lists keys; the vendors' keys stay in the gateway.
@@ -15,6 +15,7 @@ the config lists keys; the vendors' keys stay in the gateway.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -23,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from stream_core.provider import dialect
+from stream_core.provider import Dialect, dialect
 
 from ._config import GatewayConfig, GatewayKey
 from ._exchange import Exchange
@@ -49,6 +50,11 @@ class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self._keys = {k.sha256: k for k in config.keys}
+        self._limits_ready = False
+        self._busy: dict[str, int] = {}  # key name -> its requests in flight
+        self._live: set[Exchange] = set()
+        self._draining = False
+        self._stopping = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -56,15 +62,19 @@ class Gateway:
             return
         if scope["type"] != "http":
             return
+        if not self._limits_ready:  # a server that sends no lifespan events
+            self._configure_limits()
         began = time.perf_counter()
         path = scope["path"].rstrip("/") or "/"
         if not path.startswith("/v1/") and path != "/health":
             path = "/v1" + path
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         status, key_name, model, extra = 200, "-", "-", ""
+        counted: str | None = None  # the key whose requests in flight count this one
         try:
             if path == "/health":
-                await _json(send, 200, {"status": "ok"})
+                status = 503 if self._draining else 200
+                await _json(send, status, {"status": "draining" if self._draining else "ok"})
                 return
             key = self._authenticate(headers)
             if key is False:
@@ -85,14 +95,22 @@ class Gateway:
                     send, 404, {"error": {"type": "not_found_error", "message": f"{method} {path}"}}
                 )
                 return
+            gkey = key if isinstance(key, GatewayKey) else None
+            if gkey is not None and gkey.max_concurrent is not None and api != "count_tokens":
+                if self._busy.get(gkey.name, 0) >= gkey.max_concurrent:
+                    status = 429
+                    code, payload = dialect(api).error_body(
+                        "rate_limit", f"key {gkey.name!r}: {gkey.max_concurrent} requests in flight"
+                    )
+                    await _json(send, code, payload, [(b"retry-after", b"1")])
+                    return
+                self._busy[gkey.name] = self._busy.get(gkey.name, 0) + 1
+                counted = gkey.name
             body = await self._body(receive, headers)
             if body is None:
                 status = 413
-                await _json(
-                    send,
-                    413,
-                    {"error": {"type": "request_too_large", "message": "request body too large"}},
-                )
+                d = dialect("anthropic-messages" if api == "count_tokens" else api)
+                await _json(send, 413, _too_large(d, self.config.max_request_bytes))
                 return
             try:
                 parsed = json.loads(body)
@@ -107,15 +125,26 @@ class Gateway:
 
                 status = await count_tokens(self.config, parsed, headers, send)
                 return
-            exchange = Exchange(
-                self.config, dialect(api), key if isinstance(key, GatewayKey) else None
-            )
-            reply = await exchange.run(parsed, headers, send, receive)
+            exchange = Exchange(self.config, dialect(api), gkey)
+            if self._stopping:
+                exchange.stop()
+            self._live.add(exchange)
+            try:
+                reply = await exchange.run(parsed, headers, send, receive)
+            finally:
+                self._live.discard(exchange)
             status, model = reply.status, reply.model or "-"
             if reply.message is not None:
                 u = reply.message.usage
-                extra = f" in={u.input} out={u.output} cache_read={u.cache_read} cache_write={u.cache_write} stop={reply.message.stop_reason}"
+                extra = (
+                    f" in={u.input} out={u.output} cache_read={u.cache_read}"
+                    f" cache_write={u.cache_write} stop={reply.message.stop_reason}"
+                )
+            if reply.error:
+                extra += f" error={reply.error}"
         finally:
+            if counted is not None:
+                self._busy[counted] -= 1
             ms = (time.perf_counter() - began) * 1000
             ACCESS_LOG.info(
                 "%s %s %d key=%s model=%s ms=%.1f%s",
@@ -127,6 +156,35 @@ class Gateway:
                 ms,
                 extra,
             )
+
+    def drain(self, within: float) -> None:
+        """Shutdown has begun (the server calls this from its event loop): `/health`
+        answers 503, and the streams still running `within` seconds from now, less a
+        second (half of `within` when it is under 2 s), are ended cleanly: the upstream
+        call cancelled, the client's answer closed in its dialect."""
+        if self._draining:
+            return
+        self._draining = True
+        margin = 1.0 if within >= 2 else within / 2
+        asyncio.get_running_loop().call_later(max(0.0, within - margin), self._stop_all)
+
+    def _stop_all(self) -> None:
+        self._stopping = True
+        for exchange in list(self._live):
+            exchange.stop()
+
+    def _configure_limits(self) -> None:
+        """Key budgets and the shared store, through `configure_limits`: once per
+        process, only when the config names a store or a key has a budget (so an app
+        mounted beside the user's own `configure_limits` leaves it alone otherwise)."""
+        self._limits_ready = True
+        keys = self.config.keys
+        budgets = {f"gateway-key:{k.name}": k.budget_usd for k in keys if k.budget_usd is not None}
+        if self.config.limits_store is None and not budgets:
+            return
+        from stream_core import configure_limits
+
+        configure_limits(store=self.config.limits_store, budgets=budgets or None)
 
     def _authenticate(self, headers: dict[str, str]) -> GatewayKey | None | bool:
         """The caller's key; None when the config lists no keys; False: refused."""
@@ -186,15 +244,12 @@ class Gateway:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                if self.config.limits_store:
-                    from stream_core import configure_limits
-
-                    budgets = {
-                        f"gateway-key:{k.name}": k.budget_usd
-                        for k in self.config.keys
-                        if k.budget_usd is not None
-                    }
-                    configure_limits(store=self.config.limits_store, budgets=budgets or None)
+                if not self._limits_ready:
+                    try:
+                        self._configure_limits()
+                    except (ValueError, TypeError, ImportError) as e:
+                        await send({"type": "lifespan.startup.failed", "message": str(e)})
+                        return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
@@ -217,12 +272,25 @@ def _auth_error(path: str, headers: dict[str, str]) -> dict[str, Any]:
     }
 
 
-async def _json(send: Send, status: int, payload: Any) -> None:
+def _too_large(d: Dialect, limit: int) -> dict[str, Any]:
+    """The dialect's error body for a request over `max_request_bytes` (status 413)."""
+    _, payload = d.error_body("invalid_request", f"the request is larger than {limit} bytes")
+    error = payload.get("error")
+    if isinstance(error, dict) and d.api == "anthropic-messages":
+        error["type"] = "request_too_large"
+    elif isinstance(error, dict):
+        error["code"] = "request_too_large"
+    return payload
+
+
+async def _json(
+    send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json")],
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
         }
     )
     await send({"type": "http.response.body", "body": json.dumps(payload).encode()})

@@ -20,6 +20,7 @@ are stored as their SHA-256 (`hash_key`), never in clear.
     [keys.alice]
     sha256 = "9f86d0..."   # stream-core gateway hash-key
     budget_usd = 25.0
+    max_concurrent = 8
 """
 
 from __future__ import annotations
@@ -64,12 +65,15 @@ class Upstream:
 
 @dataclass
 class GatewayKey:
-    """A client's key: its `name` (in logs), the `sha256` of the key, and what it may
-    spend (`budget_usd`, a named budget of the shared limit store)."""
+    """A client's key: its `name` (in logs), the `sha256` of the key, what it may spend
+    (`budget_usd`, a named budget of the limit store: shared by every gateway process
+    naming the same `limits_store`) and how many of its requests one gateway process
+    serves at once (`max_concurrent`; more are refused with a 429)."""
 
     name: str
     sha256: str
     budget_usd: float | None = None
+    max_concurrent: int | None = None
 
 
 @dataclass
@@ -178,5 +182,13 @@ def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
         digest = table.get("sha256")
         if not isinstance(digest, str) or len(digest) != 64:
             raise ValueError(f"keys.{name}.sha256: the key's SHA-256 in hex (hash-key)")
-        config.keys.append(GatewayKey(name, digest.lower(), table.get("budget_usd")))
+        budget = table.get("budget_usd")
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int | float) or not budget >= 0
+        ):
+            raise ValueError(f"keys.{name}.budget_usd: a number of USD, at least 0")
+        most = table.get("max_concurrent")
+        if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+            raise ValueError(f"keys.{name}.max_concurrent: a whole number of at least 1")
+        config.keys.append(GatewayKey(name, digest.lower(), budget, most))
     return config

@@ -5,6 +5,11 @@ the model or route its model name maps to with `stream()`, and the events come b
 written by the dialect's encoder as they arrive. Nothing reaches the client before the
 first content: an error before it (a route with nothing left to try included) is answered
 as the dialect's HTTP error, with its status; after it, as the dialect's mid-stream error.
+
+Each chunk is awaited as it is sent, so a client that stops reading stops the reading of
+the upstream (the server's write buffer is the only buffer); a client that goes away
+cancels the upstream call at once; `stop()` (the server shutting down) ends the call
+cleanly, as an abort the client's dialect closes.
 """
 
 from __future__ import annotations
@@ -83,6 +88,14 @@ class Exchange:
         self.dialect = dialect
         self.key = key
         self.reply = Reply()
+        self._cancel: anyio.Event | None = None
+        self._stopped = False
+
+    def stop(self) -> None:
+        """End the call now, cleanly: the server is shutting down."""
+        self._stopped = True
+        if self._cancel is not None:
+            self._cancel.set()
 
     async def run(self, body: Any, headers: dict[str, str], send: Send, receive: Receive) -> Reply:
         try:
@@ -124,6 +137,9 @@ class Exchange:
 
     def _options(self, inbound: Inbound, target: Model | Route) -> StreamOptions:
         options = inbound.options
+        options.cancel = self._cancel = anyio.Event()
+        if self._stopped:
+            self._cancel.set()
         if self.key is not None and self.key.budget_usd is not None:
             options.budget = f"gateway-key:{self.key.name}"
         if isinstance(target, Model):
@@ -149,16 +165,18 @@ class Exchange:
         kind = error.kind if error is not None else "server"
         text = error.message if error is not None else "the upstream failed"
         retry = error.retry_after if error is not None else None
+        if kind == "aborted" and self._stopped:
+            kind, text = "overloaded", "the gateway is shutting down; try again"
         await self._error(send, kind, text, retry)
 
     async def _complete(self, target, inbound, options, carrier, send, receive) -> None:  # type: ignore[no-untyped-def]
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply)
             async with stream(target, inbound.context, options) as s:
                 message = await s.result()
             tg.cancel_scope.cancel()
         self.reply.message = message
-        if message.stop_reason == "error" and not message.content:
+        if message.stop_reason in ("error", "aborted") and not message.content:
             await self._fail(send, message)
             return
         payload = self.dialect.message_body(message, inbound.model, carrier)
@@ -176,13 +194,16 @@ class Exchange:
         held: list[Any] = []
         started = False
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply)
             async with stream(target, inbound.context, options) as s:
                 async for event in s:
                     if not started:
                         if event.type == "message_end":
                             self.reply.message = event.message
-                            if event.message.stop_reason == "error" and not event.message.content:
+                            if (
+                                event.message.stop_reason in ("error", "aborted")
+                                and not event.message.content
+                            ):
                                 await self._fail(send, event.message)
                                 tg.cancel_scope.cancel()
                                 return
@@ -216,10 +237,11 @@ class Exchange:
             tg.cancel_scope.cancel()
 
 
-async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope, reply: Reply) -> None:
     """Cancels the exchange when the client goes away: the upstream call ends at once."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
+            reply.error = "client_disconnected"
             scope.cancel()
             return
