@@ -36,8 +36,12 @@ from stream_core.provider import Assembler, as_object, optional_field, refuse_un
 
 __all__ = [
     "API",
+    "CALL_TYPES",
     "FILE_TYPES",
+    "RESULT_SUFFIX",
     "SERVER_TOOLS",
+    "TOOL_KINDS",
+    "TOOL_TYPES",
     "BlockReader",
     "encode_block",
     "encode_citation",
@@ -68,13 +72,13 @@ TOOL_KINDS: dict[str, str] = {
 """A server tool's name (`server_tool_use.name`, or a `*_tool_result` type less that
 suffix) -> its portable kind (`SERVER_TOOL_KINDS`). A name not here has no kind."""
 
-_CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
-_RESULT_SUFFIX = "_tool_result"
+CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
+RESULT_SUFFIX = "_tool_result"
 
 # Portable kind -> (tool type, name) Anthropic documents for it (tool reference pages:
 # web search `web_search_20250305`, web fetch `web_fetch_20250910`, code execution
 # `code_execution_20250825`, tool search `tool_search_tool_bm25_20251119`).
-_TOOL_TYPES: dict[str, tuple[str, str]] = {
+TOOL_TYPES: dict[str, tuple[str, str]] = {
     "web_search": ("web_search_20250305", "web_search"),
     "web_fetch": ("web_fetch_20250910", "web_fetch"),
     "code_execution": ("code_execution_20250825", "code_execution"),
@@ -107,7 +111,7 @@ FILE_TYPES = frozenset(
 
 
 def _tool(kind: str) -> Callable[[ServerTool], dict[str, Any]]:
-    vendor_type, name = _TOOL_TYPES[kind]
+    vendor_type, name = TOOL_TYPES[kind]
 
     def build(tool: ServerTool) -> dict[str, Any]:
         refuse_unsaid_options(tool, _OPTIONS.get(kind, ()), f"{API}'s {vendor_type} tool")
@@ -133,7 +137,7 @@ def _tool(kind: str) -> Callable[[ServerTool], dict[str, Any]]:
 
 
 SERVER_TOOLS: dict[str, Callable[[ServerTool], dict[str, Any]]] = {
-    kind: _tool(kind) for kind in _TOOL_TYPES
+    kind: _tool(kind) for kind in TOOL_TYPES
 }
 """`WireAPI.server_tools`: the kinds the Messages API runs -> their tool objects."""
 
@@ -257,8 +261,8 @@ def read_result(block: dict[str, Any], name: str | None) -> tuple[ServerToolResu
     where = "content_block"
     btype = optional_field(block, "type", str, where) or ""
     call_id = optional_field(block, "tool_use_id", str, where) or ""
-    name = name or btype.removesuffix(_RESULT_SUFFIX)
-    kind = TOOL_KINDS.get(name) or TOOL_KINDS.get(btype.removesuffix(_RESULT_SUFFIX))
+    name = name or btype.removesuffix(RESULT_SUFFIX)
+    kind = TOOL_KINDS.get(name) or TOOL_KINDS.get(btype.removesuffix(RESULT_SUFFIX))
     content = block.get("content")
     text, sources, exit_code, is_error = _result_text(content)
     result = ServerToolResult(
@@ -301,7 +305,7 @@ class BlockReader:
 
     def start(self, asm: Assembler, key: int, block: dict[str, Any], btype: str | None) -> None:
         where = "content_block_start.content_block"
-        if btype in _CALL_TYPES:
+        if btype in CALL_TYPES:
             call_id = optional_field(block, "id", str, where) or ""
             name = optional_field(block, "name", str, where) or ""
             self.names[call_id] = name
@@ -318,7 +322,7 @@ class BlockReader:
             if isinstance(initial, dict) and initial:
                 # A whole answer (no deltas follow) carries the input here.
                 asm.block_input(key, json.dumps(initial, ensure_ascii=False))
-        elif btype is not None and btype.endswith(_RESULT_SUFFIX):
+        elif btype is not None and btype.endswith(RESULT_SUFFIX):
             answers = optional_field(block, "tool_use_id", str, where) or ""
             called = self.names.get(answers)
             if btype == "mcp_tool_result" and called is None:
@@ -404,7 +408,7 @@ def encode_server_call(call: ServerToolCall) -> dict[str, Any]:
     out: dict[str, Any] = {
         "type": "server_tool_use",
         "id": call.id,
-        "name": call.name or _TOOL_TYPES.get(call.kind or "", ("", ""))[1],
+        "name": call.name or TOOL_TYPES.get(call.kind or "", ("", ""))[1],
         "input": call.input,
     }
     if call.caller is not None:
@@ -428,7 +432,7 @@ def encode_server_result(
                 "content": content_list}  # fmt: skip
     if kind == "tool_search":
         name = "tool_search"
-    rtype = name + _RESULT_SUFFIX
+    rtype = name + RESULT_SUFFIX
     if result.is_error:
         return {**head, "type": rtype, "content": {
             "type": f"{rtype}_error", "error_code": result.text or "unavailable"}}  # fmt: skip
@@ -504,7 +508,7 @@ def encode_streamed(blocks: Sequence[Any], index: int) -> tuple[dict[str, Any], 
     assert whole is not None
     if getattr(block, "raw", True) is None:
         _check_said(block, whole)
-    if whole.get("type") not in _CALL_TYPES:
+    if whole.get("type") not in CALL_TYPES:
         return whole, []
     value = whole.get("input")
     deltas = []

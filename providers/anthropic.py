@@ -90,7 +90,8 @@ _STOP_REASONS: dict[str, StopRule] = {
 }
 
 # An `error` event's `error.type` (https://docs.anthropic.com/en/api/errors); the first type
-# for a kind is the one `vendor_bytes` writes (stream_core/testing/_codec.py).
+# for a kind is the one `vendor_bytes` writes (stream_core/testing/_codec.py) and the
+# dialect's encoder sends (`_anthropic_encode`).
 ERROR_TYPES: dict[str, ErrorKind] = {
     "invalid_request_error": "invalid_request",
     "authentication_error": "auth",
@@ -103,13 +104,16 @@ ERROR_TYPES: dict[str, ErrorKind] = {
     "overloaded_error": "overloaded",
 }
 
-# Our usage field <- Anthropic's (snapshots: a later non-null value replaces).
-_USAGE_FIELDS: dict[str, str] = {
+# Our usage field <- Anthropic's (snapshots: a later non-null value replaces). The dialect's
+# encoder (`_anthropic_encode`) writes them from the same table, and `reasoning` as
+# `REASONING_FIELD` (object, field).
+USAGE_FIELDS: dict[str, str] = {
     "input": "input_tokens",
     "output": "output_tokens",
     "cache_read": "cache_read_input_tokens",
     "cache_write": "cache_creation_input_tokens",
 }
+REASONING_FIELD = ("output_tokens_details", "thinking_tokens")
 
 _BASE_URL = "https://api.anthropic.com"
 _VERSION = "2023-06-01"
@@ -130,7 +134,7 @@ _CONTROLS: dict[str, str] = {
     "output_schema": "output_config.format json_schema (forced tool on older models)",
 }
 # StreamOptions.tool_choice -> Anthropic's tool_choice object ({"tool": name} is built).
-_TOOL_CHOICES: dict[str, dict[str, Any]] = {
+TOOL_CHOICES: dict[str, dict[str, Any]] = {
     "auto": {"type": "auto"},
     "required": {"type": "any"},
     "none": {"type": "none"},
@@ -273,7 +277,7 @@ def _tool_choice(options: StreamOptions, *, thinking: bool) -> dict[str, Any] | 
     if isinstance(choice, dict):
         out: dict[str, Any] = {"type": "tool", "name": choice["tool"]}
     elif choice is not None:
-        out = dict(_TOOL_CHOICES[choice])
+        out = dict(TOOL_CHOICES[choice])
     elif options.parallel_tool_calls is False:
         out = {"type": "auto"}
     else:
@@ -450,12 +454,11 @@ def _usage(asm: Assembler, usage: dict[str, Any] | None, event: str) -> None:
     if usage is None:
         return
     where = f"{event}.message.usage" if event == "message_start" else f"{event}.usage"
-    values = {ours: optional_field(usage, key, int, where) for ours, key in _USAGE_FIELDS.items()}
-    details = optional_field(usage, "output_tokens_details", dict, where)
+    values = {ours: optional_field(usage, key, int, where) for ours, key in USAGE_FIELDS.items()}
+    group, name = REASONING_FIELD
+    details = optional_field(usage, group, dict, where)
     if details is not None:
-        values["reasoning"] = optional_field(
-            details, "thinking_tokens", int, where + ".output_tokens_details"
-        )
+        values["reasoning"] = optional_field(details, name, int, f"{where}.{group}")
     asm.set_usage(**{k: v for k, v in values.items() if v is not None})
     server = optional_field(usage, "server_tool_use", dict, where)
     if server:
