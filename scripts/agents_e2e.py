@@ -65,6 +65,9 @@ from stream_core import AssistantMessage, TextContent, ThinkingContent, ToolCall
 from stream_core.gateway import GatewayConfig, GatewayKey, Upstream, create_app, hash_key
 from stream_core.testing import ANY_MODEL, FakeVendor, fake_vendor, faux_message, faux_text
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from agents_e2e_shapes import SHAPES, Expect, clip, shell_call, tool_entries, upstream_tools  # noqa: E402
+
 PACKAGES = ("@anthropic-ai/claude-code", "@openai/codex")
 UPSTREAM_KEY_ENV = "AGENTS_E2E_UPSTREAM_KEY"
 AGENT_TIMEOUT = 300.0
@@ -102,6 +105,7 @@ class AgentRequest:
     method: str
     path: str
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
     status: int = 0
     response: bytes = b""
 
@@ -116,7 +120,7 @@ class Outcome:
     seconds: float = 0.0
     stdout: str = ""
     stderr: str = ""
-    access_log: list[str] = field(default_factory=list)
+    gateway_log: list[str] = field(default_factory=list)
     tool: tuple[str, dict[str, Any]] | None = None
     returncode: int | None = None
 
@@ -216,46 +220,6 @@ def codex_command(base: list[str], gateway: str, key: str, prompt: str, home: Pa
 
 # --- the shell tool and the script ---------------------------------------------------------
 
-SHELL_NAMES = ("Bash", "exec_command", "shell_command", "shell", "bash", "run_shell_command")
-
-
-def _tool_entries(tools: Any) -> list[tuple[str, dict[str, Any]]]:
-    """(name, JSON schema) of each function tool, in any of the three client dialects
-    (Responses namespaces opened)."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    for tool in tools if isinstance(tools, list) else []:
-        if not isinstance(tool, dict):
-            continue
-        if tool.get("type") == "namespace":
-            out += _tool_entries(tool.get("tools"))
-            continue
-        fn: dict[str, Any] = tool["function"] if isinstance(tool.get("function"), dict) else tool
-        schema = fn.get("input_schema") or fn.get("parameters")
-        if isinstance(fn.get("name"), str) and isinstance(schema, dict):
-            out.append((fn["name"], schema))
-    return out
-
-
-def shell_call(tools: Any, command: str) -> tuple[str, dict[str, Any]] | None:
-    """The agent's shell tool and the arguments that run `command` with it."""
-    entries = dict(_tool_entries(tools))
-    for name in SHELL_NAMES:
-        schema = entries.get(name)
-        if schema is None:
-            continue
-        props = schema.get("properties") or {}
-        arg = next((a for a in ("command", "cmd") if a in props), None)
-        if arg is None:
-            continue
-        value: Any = command
-        if props[arg].get("type") == "array":
-            value = ["bash", "-lc", command]
-        args: dict[str, Any] = {arg: value}
-        if "description" in props:
-            args["description"] = "Write the end-to-end token"
-        return name, args
-    return None
-
 
 @dataclass
 class Script:
@@ -331,7 +295,13 @@ class Recorder:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        record = AgentRequest(scope["method"], scope["path"], body)
+        headers = {
+            k.decode("latin-1").lower(): "[redacted]"
+            if k.lower() in (b"x-api-key", b"authorization")
+            else v.decode("latin-1")
+            for k, v in scope["headers"]
+        }
+        record = AgentRequest(scope["method"], scope["path"], body, headers)
         self.seen.append(record)
         if not self.scripted and body:
             try:
@@ -366,7 +336,7 @@ class GatewayServer:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._serve, daemon=True)
 
@@ -388,13 +358,30 @@ class GatewayServer:
         self.sock.close()
 
 
-class _Lines(logging.Handler):
+class GatewayLog(logging.Handler):
+    """The gateway's access lines and the server's errors (tracebacks included), kept
+    for the run's report instead of printed."""
+
+    LOGGERS = ("stream_core.gateway.access", "uvicorn.error")
+
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(logging.INFO)
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+        self.lines.append(self.format(record))
+
+    def __enter__(self) -> GatewayLog:
+        for name in self.LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(self)
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeHandler(self)
 
 
 # --- one run -------------------------------------------------------------------------------
@@ -409,10 +396,6 @@ def run_one(run: Run, agents: dict[str, list[str]], keep: bool) -> Outcome:
     gateway_key = "sk-gw-e2e-" + secrets.token_hex(12)
     upstream_key = "upstream-e2e-" + secrets.token_hex(12)
     os.environ[UPSTREAM_KEY_ENV] = upstream_key
-    log = _Lines()
-    access = logging.getLogger("stream_core.gateway.access")
-    access.addHandler(log)
-    access.setLevel(logging.INFO)
     fake: FakeVendor = fake_vendor(scenarios={ANY_MODEL: ["(unscripted)", "(unscripted)"]})
 
     def first(body: Any) -> bool:
@@ -432,7 +415,7 @@ def run_one(run: Run, agents: dict[str, list[str]], keep: bool) -> Outcome:
     )
     began = time.monotonic()
     try:
-        with GatewayServer(recorder) as gateway:
+        with GatewayLog() as log, GatewayServer(recorder) as gateway:
             build = claude_command if run.agent == "claude" else codex_command
             command, env = build(agents[run.agent], gateway.url, gateway_key, prompt, work / "home")
             try:
@@ -454,11 +437,10 @@ def run_one(run: Run, agents: dict[str, list[str]], keep: bool) -> Outcome:
     finally:
         outcome.seconds = time.monotonic() - began
         fake.stop()
-        access.removeHandler(log)
         os.environ.pop(UPSTREAM_KEY_ENV, None)
     outcome.agent_requests = recorder.seen
     outcome.upstream_requests = list(fake.requests)
-    outcome.access_log = log.lines
+    outcome.gateway_log = log.lines
     outcome.tool = script.tool
     outcome.turns = sum(1 for r in fake.requests if r.status == 200)
     check(outcome, script, work / "project", gateway_key, upstream_key)
@@ -486,10 +468,14 @@ def check(outcome: Outcome, script: Script, project: Path, gateway_key: str, up_
         p.append(f"no shell tool found in the agent's tools ({', '.join(names[:30]) or 'none'})")
         return
     for r in outcome.agent_requests:
+        if r.method == "HEAD":
+            continue  # Claude Code's pre-connect (`HEAD /`, no key): its answer is not read
         if r.status == 0:
-            p.append(f"gateway: no answer to {r.method} {r.path} (it raised)")
+            raised = [line for line in outcome.gateway_log if "Traceback" in line]
+            why = raised[-1].strip().splitlines()[-1] if raised else "no answer"
+            p.append(f"gateway raised on {r.method} {r.path}: {clip(why, 200)}")
         elif r.status != 200:
-            p.append(f"gateway answered {r.method} {r.path} with {r.status}: {_clip(r.response)}")
+            p.append(f"gateway answered {r.method} {r.path} with {r.status}: {clip(r.response)}")
     if outcome.returncode not in (0, None):
         p.append(f"the agent exited {outcome.returncode}")
     token_file = project / "token.txt"
@@ -508,7 +494,7 @@ def check(outcome: Outcome, script: Script, project: Path, gateway_key: str, up_
     if up_key in outcome.stdout or up_key in outcome.stderr:
         p.append("the upstream's key appears in the agent's output")
     if len(ups) >= 1 and ups[0].body is not None:
-        offered = [n for n, _ in _upstream_tools(script.api, ups[0].body)]
+        offered = [n for n, _ in upstream_tools(script.api, ups[0].body)]
         if script.tool[0] not in offered:
             p.append(f"the upstream's first request does not offer {script.tool[0]}: {offered}")
     if len(ups) >= 2:
@@ -516,15 +502,11 @@ def check(outcome: Outcome, script: Script, project: Path, gateway_key: str, up_
         if body is None:
             p.append("the upstream's second request is not JSON")
         else:
-            p.extend(SHAPES[script.api](body, script))
+            name, args = script.tool
+            expect = Expect(name, args, script.call_id, script.signature, script.token)
+            p.extend(SHAPES[script.api](body, expect))
     if f"FINAL-{script.nonce}" not in outcome.stdout:
-        p.append(f"the agent did not print the final answer; stdout: {_clip(outcome.stdout)}")
-
-
-def _clip(data: bytes | str, n: int = 300) -> str:
-    text = data.decode(errors="replace") if isinstance(data, bytes) else data
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+        p.append(f"the agent did not print the final answer; stdout: {clip(outcome.stdout)}")
 
 
 def _tools_of(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
@@ -532,195 +514,7 @@ def _tools_of(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
         body = json.loads(raw)
     except ValueError:
         return []
-    return _tool_entries(body.get("tools")) if isinstance(body, dict) else []
-
-
-def _upstream_tools(api: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    if api == "google-generative-ai":
-        return [
-            (d.get("name", ""), d.get("parameters") or d.get("parametersJsonSchema") or {})
-            for t in body.get("tools") or []
-            for d in t.get("functionDeclarations") or []
-        ]
-    return _tool_entries(body.get("tools"))
-
-
-def _args_match(got: Any, want: dict[str, Any]) -> bool:
-    return isinstance(got, dict) and all(got.get(k) == v for k, v in want.items())
-
-
-def gemini_shape(body: dict[str, Any], script: Script) -> list[str]:
-    """Gemini's rules for a tool loop: roles user/model; the model turn's functionCall
-    parts (thought signature given back) answered, in the next user turn, by as many
-    functionResponse parts of the same names."""
-    assert script.tool is not None
-    name, args = script.tool
-    p: list[str] = []
-    contents = body.get("contents") or []
-    for i, c in enumerate(contents):
-        if c.get("role") not in ("user", "model") or not c.get("parts"):
-            p.append(
-                f"contents[{i}]: role {c.get('role')!r} with {len(c.get('parts') or [])} parts"
-            )
-    calls = [
-        (i, part)
-        for i, c in enumerate(contents)
-        for part in c.get("parts") or []
-        if "functionCall" in part
-    ]
-    if len(calls) != 1:
-        return [*p, f"{len(calls)} functionCall parts in the history, expected 1"]
-    i, part = calls[0]
-    call = part["functionCall"]
-    if contents[i].get("role") != "model" or call.get("name") != name:
-        p.append(
-            f"contents[{i}]: the call is {call.get('name')!r} in a {contents[i].get('role')!r} turn"
-        )
-    if not _args_match(call.get("args"), args):
-        p.append(f"contents[{i}]: functionCall args {call.get('args')} are not {args}")
-    if part.get("thoughtSignature") != script.signature:
-        p.append(
-            f"contents[{i}]: the functionCall's thoughtSignature did not come back (Gemini 3: 400)"
-        )
-    after = contents[i + 1] if i + 1 < len(contents) else {}
-    responses = [q["functionResponse"] for q in after.get("parts") or [] if "functionResponse" in q]
-    if after.get("role") != "user" or len(responses) != 1:
-        p.append(f"contents[{i + 1}]: not a user turn with one functionResponse")
-    elif responses[0].get("name") != name or script.token not in json.dumps(responses[0]):
-        got = _clip(json.dumps(responses[0]))
-        p.append(f"contents[{i + 1}]: the functionResponse lacks the output: {got}")
-    return p
-
-
-def chat_shape(body: dict[str, Any], script: Script) -> list[str]:
-    """Chat Completions' rules: an assistant message's tool_calls answered, right after
-    it, by one `tool` message per call id; arguments a JSON string; ids as the upstream
-    gave them (no gateway carrier left on them)."""
-    assert script.tool is not None
-    name, args = script.tool
-    p: list[str] = []
-    messages = body.get("messages") or []
-    for i, m in enumerate(messages):
-        if m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
-            p.append(f"messages[{i}]: role {m.get('role')!r}")
-    with_calls = [i for i, m in enumerate(messages) if m.get("tool_calls")]
-    if len(with_calls) != 1:
-        return [*p, f"{len(with_calls)} assistant messages with tool_calls, expected 1"]
-    i = with_calls[0]
-    calls = messages[i]["tool_calls"]
-    if messages[i].get("role") != "assistant" or len(calls) != 1:
-        return [
-            *p,
-            f"messages[{i}]: {len(calls)} tool calls in a {messages[i].get('role')!r} message",
-        ]
-    call = calls[0]
-    fn = call.get("function") or {}
-    if call.get("type") != "function" or fn.get("name") != name:
-        p.append(f"messages[{i}].tool_calls[0]: {_clip(json.dumps(call))}")
-    try:
-        got = json.loads(fn.get("arguments") or "")
-    except (TypeError, ValueError):
-        got = None
-    if not _args_match(got, args):
-        p.append(f"messages[{i}].tool_calls[0]: arguments {fn.get('arguments')!r} are not {args}")
-    if call.get("id") != script.call_id:
-        got, gave = call.get("id"), script.call_id
-        p.append(f"messages[{i}].tool_calls[0].id {got!r}, the upstream gave {gave!r}")
-    after = messages[i + 1] if i + 1 < len(messages) else {}
-    if after.get("role") != "tool" or after.get("tool_call_id") != call.get("id"):
-        got = _clip(json.dumps(after))
-        p.append(f"messages[{i + 1}]: not the tool message answering {call.get('id')!r}: {got}")
-    elif script.token not in json.dumps(after.get("content")):
-        p.append(
-            f"messages[{i + 1}]: the tool message lacks the output: {_clip(json.dumps(after))}"
-        )
-    return p
-
-
-def anthropic_shape(body: dict[str, Any], script: Script) -> list[str]:
-    """Anthropic's rules: user and assistant alternate from a user turn; no empty text
-    block; the tool_use answered by tool_result blocks first in the next user turn; the
-    signed thinking given back before the tool_use."""
-    assert script.tool is not None
-    name, args = script.tool
-    p: list[str] = []
-    messages = body.get("messages") or []
-    for i, m in enumerate(messages):
-        if m.get("role") != ("user" if i % 2 == 0 else "assistant"):
-            p.append(f"messages[{i}]: role {m.get('role')!r} breaks user/assistant alternation")
-        content = m.get("content")
-        for j, b in enumerate(content if isinstance(content, list) else []):
-            if b.get("type") == "text" and not b.get("text"):
-                p.append(f"messages[{i}].content[{j}]: an empty text block")
-    uses = [
-        (i, j, b)
-        for i, m in enumerate(messages)
-        if isinstance(m.get("content"), list)
-        for j, b in enumerate(m["content"])
-        if b.get("type") == "tool_use"
-    ]
-    if len(uses) != 1:
-        return [*p, f"{len(uses)} tool_use blocks in the history, expected 1"]
-    i, j, use = uses[0]
-    if use.get("name") != name or not _args_match(use.get("input"), args):
-        p.append(f"messages[{i}].content[{j}]: {_clip(json.dumps(use))}")
-    if use.get("id") != script.call_id:
-        p.append(
-            f"messages[{i}].content[{j}].id {use.get('id')!r}, the upstream gave {script.call_id!r}"
-        )
-    blocks = messages[i]["content"]
-    thinking = [b for b in blocks if b.get("type") == "thinking"]
-    if not thinking or thinking[0].get("signature") != script.signature:
-        p.append(f"messages[{i}]: the signed thinking block did not come back")
-    elif blocks[0].get("type") != "thinking":
-        p.append(f"messages[{i}]: the thinking block is not first")
-    after = messages[i + 1].get("content") if i + 1 < len(messages) else None
-    first = after[0] if isinstance(after, list) and after else {}
-    if first.get("type") != "tool_result" or first.get("tool_use_id") != use.get("id"):
-        p.append(
-            f"messages[{i + 1}]: does not open with the tool_result: {_clip(json.dumps(after))}"
-        )
-    elif script.token not in json.dumps(first.get("content")):
-        p.append(f"messages[{i + 1}]: the tool_result lacks the output: {_clip(json.dumps(first))}")
-    return p
-
-
-def responses_shape(body: dict[str, Any], script: Script) -> list[str]:
-    """Responses' rules: the function_call item (its call_id as the upstream gave it)
-    followed by the function_call_output of the same call_id."""
-    assert script.tool is not None
-    name, args = script.tool
-    p: list[str] = []
-    items = body.get("input") or []
-    calls = [i for i, it in enumerate(items) if it.get("type") == "function_call"]
-    if len(calls) != 1:
-        return [f"{len(calls)} function_call items in the input, expected 1"]
-    i = calls[0]
-    call = items[i]
-    try:
-        got = json.loads(call.get("arguments") or "")
-    except (TypeError, ValueError):
-        got = None
-    if call.get("name") != name or not _args_match(got, args):
-        p.append(f"input[{i}]: {_clip(json.dumps(call))}")
-    if call.get("call_id") != script.call_id:
-        p.append(
-            f"input[{i}].call_id {call.get('call_id')!r}, the upstream gave {script.call_id!r}"
-        )
-    outputs = [it for it in items[i + 1 :] if it.get("type") == "function_call_output"]
-    if not outputs or outputs[0].get("call_id") != call.get("call_id"):
-        p.append(f"no function_call_output answers {call.get('call_id')!r}")
-    elif script.token not in json.dumps(outputs[0].get("output")):
-        p.append(f"the function_call_output lacks the output: {_clip(json.dumps(outputs[0]))}")
-    return p
-
-
-SHAPES: dict[str, Callable[[dict[str, Any], Script], list[str]]] = {
-    "google-generative-ai": gemini_shape,
-    "openai-completions": chat_shape,
-    "anthropic-messages": anthropic_shape,
-    "openai-responses": responses_shape,
-}
+    return tool_entries(body.get("tools")) if isinstance(body, dict) else []
 
 
 # --- report --------------------------------------------------------------------------------
@@ -737,6 +531,7 @@ def dump(outcome: Outcome, work: Path) -> None:
                 "method": r.method,
                 "path": r.path,
                 "status": r.status,
+                "headers": r.headers,
                 "body": _json_or_text(r.body),
                 "response": r.response.decode(errors="replace")[:200_000],
             }
@@ -752,7 +547,7 @@ def dump(outcome: Outcome, work: Path) -> None:
             }
             for r in outcome.upstream_requests
         ],
-        "access_log": outcome.access_log,
+        "gateway_log": outcome.gateway_log,
         "stdout": outcome.stdout,
         "stderr": outcome.stderr[-20_000:],
     }
@@ -774,7 +569,7 @@ def table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         agent = "Claude Code" if o.run.agent == "claude" else "Codex CLI"
         seen = f"{len(o.agent_requests)} agent->gw, {len(o.upstream_requests)} gw->upstream"
-        result = "pass" if o.ok else "FAIL: " + o.problems[0]
+        result = "pass" if o.ok else "FAIL: " + clip(o.problems[0], 110)
         rows.append((agent, o.run.api, str(o.turns), seen, f"{o.seconds:.1f}", result))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = []
@@ -826,9 +621,9 @@ def main() -> int:
         for problem in outcome.problems if (args.verbose or not outcome.ok) else ():
             print(f"  - {problem}")
         if args.verbose:
-            print("  stdout: " + _clip(outcome.stdout, 2000))
-            print("  stderr: " + _clip(outcome.stderr, 2000))
-            for line in outcome.access_log:
+            print("  stdout: " + clip(outcome.stdout, 2000))
+            print("  stderr: " + clip(outcome.stderr, 2000))
+            for line in outcome.gateway_log:
                 print("  gateway: " + line)
     print()
     print(table(outcomes))
