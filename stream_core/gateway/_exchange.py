@@ -27,6 +27,7 @@ from stream_core.provider import Dialect, Inbound, RequestFieldError
 
 from . import _state
 from ._config import GatewayConfig, GatewayKey
+from ._passthrough import passthrough
 
 __all__ = ["Exchange", "Reply"]
 
@@ -101,6 +102,8 @@ class Exchange:
         try:
             if not isinstance(body, dict):
                 raise RequestFieldError("body", "a JSON object")
+            if await passthrough(self, body, headers, send, receive):
+                return self.reply  # the upstream speaks the client's dialect: its bytes
             inbound = self.dialect.parse_request(body, headers)
             target = self.config.target(inbound.model)
             self.reply.model = inbound.model

@@ -1,0 +1,344 @@
+"""The gateway's HTTP client for same-dialect calls: the upstream's own bytes, teed.
+
+A same-dialect call (`_passthrough`) still goes through `stream()` (routes, retries,
+quotas, budgets, usage, OpenTelemetry), with `StreamOptions.client` set to the client this
+module makes (`gateway_client`: one per event loop, shared, pooled). Its transport hands
+the body of every response it receives, as it is read, to the `Tee` of the exchange that
+sent the request (a context variable, set by the exchange around its call). Each response
+is one `Attempt`; a newer attempt replaces the older (a retry, a route falling over), so a
+failed attempt's bytes never reach the client. Once the exchange commits (the first
+content), the attempt it serves is fixed, and any later request's bytes are not kept.
+
+The pools are split in `_SHARDS`, each request going to the least busy one, for the same
+reason the library splits its shared client's (httpcore's pool examines every connection
+each time a request arrives or ends: one pool of a thousand streams costs O(N^2)).
+Environment proxies are kept (httpx makes their transports; they are wrapped too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import ssl
+import threading
+import weakref
+from contextvars import ContextVar
+from typing import Any
+
+import anyio
+import httpx
+
+__all__ = ["Attempt", "Tee", "current", "gateway_client"]
+
+_SHARDS = 16
+_KEEPALIVE = 256
+"""Idle connections kept for reuse, in all (split between the shards), as the library's
+shared client keeps."""
+_KEEPALIVE_EXPIRY = 30.0
+
+current: ContextVar[Tee | None] = ContextVar("stream_core_gateway_tee", default=None)
+"""The tee of the exchange whose call is running in this task (None: bytes not kept)."""
+
+_FRAME_END = (b"\n\n", b"\r\n\r\n", b"\r\r")
+
+
+def _frame_end(buffer: bytearray) -> int:
+    """Where the last complete SSE frame in `buffer` ends (0: none yet)."""
+    end = 0
+    for sep in _FRAME_END:
+        at = buffer.rfind(sep)
+        if at >= 0 and at + len(sep) > end:
+            end = at + len(sep)
+    return end
+
+
+class Attempt:
+    """One response of an upstream: its status, headers and the body bytes not yet
+    taken. `ended` is set once its body is over (read to its end, closed, or failed);
+    `eof`: read to its end."""
+
+    __slots__ = ("ended", "eof", "headers", "live", "pending", "status")
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: httpx.Headers = httpx.Headers()
+        self.pending = bytearray()
+        self.live = True
+        self.eof = False
+        self.ended = anyio.Event()
+
+    @property
+    def encoded(self) -> bool:
+        """The body is content-encoded (gzip ...): forwarded as it came, with its header."""
+        coding = self.headers.get("content-encoding", "").strip().lower()
+        return coding not in ("", "identity")
+
+    @property
+    def media(self) -> str:
+        media: str = self.headers.get("content-type", "")
+        return media.partition(";")[0].strip().lower()
+
+    def body(self) -> bytes:
+        """Everything received and not taken, taken now."""
+        out = bytes(self.pending)
+        self.pending.clear()
+        return out
+
+
+class Tee:
+    """One exchange's view of its upstream calls (see the module's docstring).
+
+    `headers`: request headers to set (a value) or remove (None) on every upstream
+    request, over what the request builder wrote; those in `if_written` are set only
+    where the builder wrote one. `drop_usage_chunk`: a Chat Completions
+    stream asked for usage for the gateway's own accounting: the usage-only chunk is not
+    forwarded (the client did not ask for it)."""
+
+    __slots__ = ("committed", "current", "drop_usage_chunk", "headers", "if_written")
+
+    def __init__(
+        self,
+        headers: dict[str, str | None],
+        if_written: frozenset[str] = frozenset(),
+        drop_usage_chunk: bool = False,
+    ) -> None:
+        self.headers = headers
+        self.if_written = if_written
+        self.drop_usage_chunk = drop_usage_chunk
+        self.current: Attempt | None = None
+        self.committed = False
+
+    def begin(self, request: httpx.Request) -> Attempt | None:
+        """A request is going out: its headers set, and its response's attempt (None once
+        committed: the client already has another attempt's bytes)."""
+        written = request.headers
+        for name, value in self.headers.items():
+            if value is None:
+                if name in written:
+                    del written[name]
+            elif name not in self.if_written or name in written:
+                written[name] = value
+        if self.committed:
+            return None
+        old = self.current
+        if old is not None:
+            old.live = False
+            old.pending.clear()
+        attempt = self.current = Attempt()
+        return attempt
+
+    def take(self, *, whole: bool = False) -> bytes:
+        """The serving attempt's bytes to send now: its complete frames (a frame cut by the
+        end of a read waits for its rest), or everything (`whole`, at the end)."""
+        attempt = self.current
+        if attempt is None or not attempt.pending:
+            return b""
+        buffer = attempt.pending
+        if whole or attempt.encoded:
+            out = bytes(buffer)
+            buffer.clear()
+        else:
+            end = _frame_end(buffer)
+            if end == 0:
+                return b""
+            if end == len(buffer):
+                out = bytes(buffer)
+                buffer.clear()
+            else:
+                out = bytes(buffer[:end])
+                del buffer[:end]
+        if self.drop_usage_chunk and not attempt.encoded:
+            out = _without_usage_chunk(out)
+        return out
+
+
+_EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+_FRAMES = re.compile(rb"(?s).*?(?:\r\n\r\n|\n\n|\r\r)|.+\Z")
+
+
+def _without_usage_chunk(out: bytes) -> bytes:
+    """`out` less the Chat Completions chunks that carry only usage (no choices), which a
+    stream sends when `stream_options.include_usage` is set."""
+    if _EMPTY_CHOICES.search(out) is None:
+        return out
+    kept = []
+    for match in _FRAMES.finditer(out):
+        frame = match.group()
+        if _EMPTY_CHOICES.search(frame) is not None and _usage_only(frame):
+            continue
+        kept.append(frame)
+    return b"".join(kept)
+
+
+def _usage_only(frame: bytes) -> bool:
+    data = b"".join(line[5:].lstrip() for line in frame.splitlines() if line.startswith(b"data:"))
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return False
+    return (
+        isinstance(chunk, dict)
+        and chunk.get("choices") == []
+        and isinstance(chunk.get("usage"), dict)
+    )
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body read through: each piece handed to its attempt as it is read;
+    closing it gives its shard's place back."""
+
+    __slots__ = ("_attempt", "_index", "_open", "_stream", "_transport")
+
+    def __init__(
+        self, stream: Any, attempt: Attempt | None, transport: _Transport, index: int
+    ) -> None:
+        self._stream = stream  # `_stream`: the library finds the connection under it by name
+        self._attempt = attempt
+        self._transport = transport
+        self._index = index
+        self._open = True
+
+    def __aiter__(self) -> Any:
+        if self._attempt is None:
+            return self._stream.__aiter__()
+        return self._teed(self._attempt)
+
+    async def _teed(self, attempt: Attempt) -> Any:
+        pending = attempt.pending
+        try:
+            async for piece in self._stream:
+                if attempt.live:
+                    pending += piece
+                yield piece
+            attempt.eof = True
+        finally:
+            attempt.ended.set()
+
+    async def aclose(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        try:
+            await self._stream.aclose()
+        finally:
+            self._transport.release(self._index)
+            if self._attempt is not None:
+                self._attempt.ended.set()
+
+
+class _Transport(httpx.AsyncBaseTransport):
+    """Requests go to the least busy of its pools; responses are teed (`Tee.begin`)."""
+
+    def __init__(self, make: Any, shards: int) -> None:
+        self._make = make
+        self._pools: list[httpx.AsyncBaseTransport | None] = [None] * shards
+        self._busy = [0] * shards
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        tee = current.get()
+        attempt = tee.begin(request) if tee is not None else None
+        busy = self._busy
+        index = busy.index(min(busy))
+        pool = self._pools[index]
+        if pool is None:
+            pool = self._pools[index] = self._make()
+        busy[index] += 1
+        try:
+            response = await pool.handle_async_request(request)
+        except BaseException:
+            self.release(index)
+            if attempt is not None:
+                attempt.ended.set()
+            raise
+        if attempt is not None:
+            attempt.status = response.status_code
+            attempt.headers = response.headers
+        response.stream = _Body(response.stream, attempt, self, index)
+        return response
+
+    def release(self, index: int) -> None:
+        self._busy[index] -= 1
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            if pool is not None:
+                await pool.aclose()
+
+
+_context: ssl.SSLContext | None = None
+_context_lock = threading.Lock()
+
+
+def _tls() -> ssl.SSLContext:
+    """One TLS context for the process (httpx's default trust: SSL_CERT_FILE, SSL_CERT_DIR
+    or certifi), made once, in a worker thread: loading the bundle takes some 100 ms."""
+    global _context
+    with _context_lock:
+        if _context is None:
+            _context = httpx.create_ssl_context()
+        return _context
+
+
+_clients: weakref.WeakKeyDictionary[object, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+_closers: set[Any] = set()
+
+
+def _loop_key() -> object:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        import trio
+
+        return trio.lowlevel.current_trio_token()
+
+
+async def gateway_client() -> httpx.AsyncClient:
+    """The client same-dialect calls share on this event loop, made on first use and
+    closed when the loop ends."""
+    key = _loop_key()
+    client = _clients.get(key)
+    if client is not None and not client.is_closed:
+        return client
+    context = _context if _context is not None else await anyio.to_thread.run_sync(_tls)
+    client = _clients.get(key)  # another call may have made it while this one waited
+    if client is not None and not client.is_closed:
+        return client
+    limits = httpx.Limits(
+        max_connections=None,
+        max_keepalive_connections=-(-_KEEPALIVE // _SHARDS),
+        keepalive_expiry=_KEEPALIVE_EXPIRY,
+    )
+    client = httpx.AsyncClient(timeout=None, verify=context, limits=limits)
+    # Swapped in after construction: httpx ignores HTTP(S)_PROXY for a client given a
+    # `transport=`, and the proxy transports it made from them must stay (teed too).
+    client._transport = _Transport(
+        lambda: httpx.AsyncHTTPTransport(verify=context, limits=limits), _SHARDS
+    )
+    client._mounts = {
+        pattern: None if t is None else _Transport(lambda t=t: t, 1)
+        for pattern, t in client._mounts.items()
+    }
+    _clients[key] = client
+    _close_at_loop_end(client)
+    return client
+
+
+def _close_at_loop_end(client: httpx.AsyncClient) -> None:
+    async def close() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        import trio
+
+        trio.lowlevel.spawn_system_task(close)
+        return
+    task = loop.create_task(close())
+    _closers.add(task)
+    task.add_done_callback(_closers.discard)
