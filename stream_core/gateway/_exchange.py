@@ -173,11 +173,14 @@ class Exchange:
         await self._error(send, kind, text, retry)
 
     async def _complete(self, target, inbound, options, carrier, send, receive) -> None:  # type: ignore[no-untyped-def]
+        message: AssistantMessage | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply)
             async with stream(target, inbound.context, options) as s:
                 message = await s.result()
             tg.cancel_scope.cancel()
+        if message is None:  # the client went away: the call was cancelled, no answer
+            return
         self.reply.message = message
         if message.stop_reason in ("error", "aborted") and not message.content:
             await self._fail(send, message)
