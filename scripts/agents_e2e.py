@@ -475,7 +475,7 @@ def check(outcome: Outcome, script: Script, project: Path, gateway_key: str, up_
             why = raised[-1].strip().splitlines()[-1] if raised else "no answer"
             p.append(f"gateway raised on {r.method} {r.path}: {clip(why, 200)}")
         elif r.status != 200:
-            p.append(f"gateway answered {r.method} {r.path} with {r.status}: {clip(r.response)}")
+            p.append(f"gateway {r.status} to {r.method} {r.path}: {_error_text(r.response)}")
     if outcome.returncode not in (0, None):
         p.append(f"the agent exited {outcome.returncode}")
     token_file = project / "token.txt"
@@ -507,6 +507,16 @@ def check(outcome: Outcome, script: Script, project: Path, gateway_key: str, up_
             p.extend(SHAPES[script.api](body, expect))
     if f"FINAL-{script.nonce}" not in outcome.stdout:
         p.append(f"the agent did not print the final answer; stdout: {clip(outcome.stdout)}")
+
+
+def _error_text(raw: bytes) -> str:
+    """The `message` of an error body (any dialect's), else the body clipped."""
+    try:
+        body = json.loads(raw)
+        error = body.get("error")
+        return clip(str(error.get("message") if isinstance(error, dict) else error))
+    except (ValueError, AttributeError):
+        return clip(raw)
 
 
 def _tools_of(raw: bytes) -> list[tuple[str, dict[str, Any]]]:

@@ -169,12 +169,13 @@ def chat_shape(body: dict[str, Any], script: Expect) -> list[str]:
 
 
 def anthropic_shape(body: dict[str, Any], script: Expect) -> list[str]:
-    """Anthropic's rules: user and assistant alternate from a user turn; no empty text
-    block; the tool_use answered by tool_result blocks first in the next user turn; the
-    signed thinking given back before the tool_use."""
+    """Anthropic's rules: user and assistant alternate from a user turn (a `system`
+    message between them is Claude Code's, under its mid-conversation-system beta); no
+    empty text block; the tool_use answered by tool_result blocks first in the next user
+    turn; the signed thinking given back before the tool_use."""
     name, args = script.name, script.args
     p: list[str] = []
-    messages = body.get("messages") or []
+    messages = [m for m in body.get("messages") or [] if m.get("role") != "system"]
     for i, m in enumerate(messages):
         if m.get("role") != ("user" if i % 2 == 0 else "assistant"):
             p.append(f"messages[{i}]: role {m.get('role')!r} breaks user/assistant alternation")
