@@ -66,6 +66,11 @@ class Gateway:
             self._configure_limits()
         began = time.perf_counter()
         path = scope["path"].rstrip("/") or "/"
+        if path == "/" and scope["method"] in ("HEAD", "GET"):
+            # Claude Code opens its connection with `HEAD /` (no key): a plain 200.
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
         if not path.startswith("/v1/") and path != "/health":
             path = "/v1" + path
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}

@@ -27,6 +27,7 @@ from stream_core.provider import Dialect, Inbound, RequestFieldError
 
 from . import _state
 from ._config import GatewayConfig, GatewayKey
+from ._fit import fit_options
 from ._passthrough import passthrough
 
 __all__ = ["Exchange", "Reply"]
@@ -37,6 +38,8 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 DEGRADATIONS: dict[str, dict[str, str]] = {
     "anthropic-messages": {
         "metadata": "user_id is not sent to a foreign upstream",
+        "context_management": "context edits are not applied for a foreign upstream: the "
+        "history goes as the client sent it",
     },
     "openai-responses": {
         "store": "the gateway keeps nothing: store is not sent to a foreign upstream",
@@ -145,6 +148,7 @@ class Exchange:
             self._cancel.set()
         if self.key is not None and self.key.budget_usd is not None:
             options.budget = f"gateway-key:{self.key.name}"
+        fit_options(options, target)
         if isinstance(target, Model):
             env = self.config.key_env_for(target)
             if env and os.environ.get(env):
@@ -172,11 +176,26 @@ class Exchange:
             kind, text = "overloaded", "the gateway is shutting down; try again"
         await self._error(send, kind, text, retry)
 
+    async def _open(
+        self, target: Model | Route, inbound: Inbound, options: StreamOptions, send: Send
+    ) -> Any:
+        """The call, or None once a 400 naming the field has answered: `stream()` checks
+        its options at the call (a tool schema it cannot send, an option the model
+        refuses), and that is the client's mistake, said in its dialect."""
+        try:
+            return stream(target, inbound.context, options)
+        except (ValueError, TypeError) as e:
+            await self._error(send, "invalid_request", str(e))
+            return None
+
     async def _complete(self, target, inbound, options, carrier, send, receive) -> None:  # type: ignore[no-untyped-def]
         message: AssistantMessage | None = None
+        opened = await self._open(target, inbound, options, send)
+        if opened is None:
+            return
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply)
-            async with stream(target, inbound.context, options) as s:
+            async with opened as s:
                 message = await s.result()
             tg.cancel_scope.cancel()
         if message is None:  # the client went away: the call was cancelled, no answer
@@ -199,9 +218,12 @@ class Exchange:
         encoder = self.dialect.encoder(inbound.model, carrier)
         held: list[Any] = []
         started = False
+        opened = await self._open(target, inbound, options, send)
+        if opened is None:
+            return
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply)
-            async with stream(target, inbound.context, options) as s:
+            async with opened as s:
                 async for event in s:
                     if not started:
                         if event.type == "message_end":

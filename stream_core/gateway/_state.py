@@ -36,7 +36,7 @@ def pack(message: AssistantMessage, secret: bytes) -> str | None:
     calls with no vendor state)."""
     if not _has_state(message):
         return None
-    data = {
+    data: dict[str, Any] = {
         "api": message.api,
         "provider": message.provider,
         "model": message.model,
