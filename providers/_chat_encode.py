@@ -315,7 +315,7 @@ class ChatEncoder:
         offset = self._offset.get(i, 0)
         if self._strict:
             return self._chunk(citations_delta(block.text, new, self._api, offset))
-        said = [url_annotation(c, offset) for c in new if _sayable(c)]
+        said = [_annotation(c, offset) for c in new if _sayable(c)]
         return self._chunk({"annotations": said}) if said else b""
 
     def _head(self, block: ToolCall, n: int, arguments: str, call_id: str) -> bytes:
@@ -390,6 +390,16 @@ class ChatEncoder:
         return out + b"data: [DONE]\n\n"
 
 
+def _annotation(c: Citation, offset: int) -> dict[str, Any]:
+    """`url_annotation`, a citation of the whole text given OpenRouter's empty span (0, 0):
+    an OpenAI client's types require one, and the translator reads it as none."""
+    said = url_annotation(c, offset)
+    inner = said.get("url_citation")
+    if type(inner) is dict and "start_index" not in inner:
+        said = {**said, "url_citation": {**inner, "start_index": 0, "end_index": 0}}
+    return said
+
+
 def _sayable(c: Citation) -> bool:
     raw = c.raw
     return c.url is not None or (raw is not None and raw.get("type") == "url_citation")
@@ -411,9 +421,8 @@ def message_body(
     carried = carrier(message) if carrier is not None else None
     for block in message.content:
         if isinstance(block, TextContent):
-            annotations += [
-                url_annotation(c, len(text)) for c in block.citations or () if _sayable(c)
-            ]
+            cited = [c for c in block.citations or () if _sayable(c)]
+            annotations += [_annotation(c, len(text)) for c in cited]
             text += block.text
         elif isinstance(block, ThinkingContent):
             thinking.append(block)
