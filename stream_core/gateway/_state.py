@@ -100,7 +100,9 @@ def restore(messages: list[Message], carriers: dict[int, str], secret: bytes) ->
             continue
         calls = [b for b in original.content if isinstance(b, ToolCall)]
         kept = [b for b in stored.content if isinstance(b, ToolCall)]
-        if len(calls) != len(kept) or any(a.name != b.name for a, b in zip(calls, kept, strict=False)):
+        if len(calls) != len(kept) or any(
+            a.name != b.name for a, b in zip(calls, kept, strict=False)
+        ):
             continue
         for mine, theirs in zip(calls, kept, strict=False):
             if mine.id != theirs.id:
