@@ -15,6 +15,7 @@ the text block is held open until the next block starts, which catches most of t
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -80,6 +81,9 @@ have none there); any other kind without a type is an `api_error`."""
 _OVERFLOW_WORDS = "prompt is too long"
 """How Anthropic words a context overflow (Claude Code compacts the history on it)."""
 
+_STOPPED = re.compile(r"the model stopped: \S+ \((.*)\)", re.DOTALL)
+"""How the assembler words an error a stop reason said (its detail in brackets)."""
+
 _USAGE_ORDER = ("input", "cache_write", "cache_read", "output")
 """The order Anthropic writes its usage fields in (`USAGE_FIELDS` names them)."""
 
@@ -127,11 +131,8 @@ def _stop_detail(message: AssistantMessage) -> str | None:
     writes "the model stopped: <raw> (<detail>)"; the detail alone goes back."""
     if message.error is None:
         return None
-    text = message.error.message
-    head = f"the model stopped: {message.raw_stop_reason} ("
-    if text.startswith(head) and text.endswith(")"):
-        return text[len(head) : -1]
-    return text
+    found = _STOPPED.fullmatch(message.error.message)
+    return found.group(1) if found else message.error.message
 
 
 def usage_object(usage: Usage) -> dict[str, Any]:
