@@ -142,7 +142,16 @@ def ensure_agents(cache: Path) -> dict[str, list[str]]:
         cache.mkdir(parents=True, exist_ok=True)
         print(f"installing {' '.join(PACKAGES)} into {cache} ...", flush=True)
         subprocess.run(
-            [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", *PACKAGES],
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(cache),
+                "--prefer-offline",
+                "--no-audit",
+                "--no-fund",
+                *PACKAGES,
+            ],
             check=True,
         )
     commands = {"claude": [str(bins / "claude")], "codex": [str(bins / "codex")]}
