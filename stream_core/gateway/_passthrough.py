@@ -213,7 +213,7 @@ class _Call:
 
     async def _open(self) -> Any:
         """The call's stream; a context the library refuses gives way to a rough one (the
-        upstream judges the request). None: refused all the same (an error was sent)."""
+        upstream judges the request). The exception when that is refused all the same."""
         try:
             return stream(self.target, self.inbound.context, await self._options(self.inbound))
         except (TypeError, ValueError) as exc:
@@ -306,9 +306,9 @@ class _Call:
         await self._refuse(send, message)
 
     async def _watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
-        """The exchange's disconnect watcher, until the last byte goes out (`_last`):
-        the server answers `http.disconnect` to a finished response, which is no
-        client going away."""
+        """The exchange's disconnect watcher, until the last byte goes out (`watching` is
+        cancelled just before): a server answers `http.disconnect` once a response is
+        finished, which is no client going away."""
         from ._exchange import _watch_disconnect
 
         with self.watching:

@@ -13,18 +13,23 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
+import httpx
 import httpx2
 import openai
 import pytest
 import uvicorn
 
 from stream_core.gateway import GatewayConfig, Upstream, create_app
+from stream_core.gateway._tee import Tee
+from stream_core.provider import CARRIER_PREFIX
 from stream_core.testing import FakeVendor, fake_vendor
 
 FIXTURES = Path(__file__).parents[2] / "contract_tests" / "fixtures"
@@ -400,26 +405,29 @@ def test_a_stream_cut_after_content_ends_with_the_dialects_error_event() -> None
 # --- every dialect: routes, rate limits ---------------------------------------------------
 
 
-def _anthropic_call(base: str, sent: Sent) -> bytes:
+def _anthropic_call(base: str, sent: Sent, stream: bool = True) -> bytes:
     with anthropic_client(base, sent) as client:
         with client.messages.with_streaming_response.create(
             model="front",
-            max_tokens=100,
+            max_tokens=4096,
             messages=[{"role": "user", "content": "Hi"}],
-            stream=True,
             extra_body={"a_field_from_2027": True},
+            **({"stream": True} if stream else {}),  # type: ignore[arg-type]
         ) as response:
             return b"".join(response.iter_bytes())
 
 
-def _responses_call(base: str, sent: Sent) -> bytes:
-    with openai.OpenAI(
+def _openai(base: str, sent: Sent) -> openai.OpenAI:
+    return openai.OpenAI(
         base_url=base + "/v1", api_key=CLIENT_KEY, max_retries=0, http_client=sent.client()
-    ) as client:
+    )
+
+
+def _responses_call(base: str, sent: Sent, stream: bool = True) -> bytes:
+    with _openai(base, sent) as client:
         with client.responses.with_streaming_response.create(
             model="front",
             input=[{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}],
-            stream=True,
             store=False,
             include=["reasoning.encrypted_content"],
             reasoning={"effort": "low", "summary": "auto"},
@@ -433,14 +441,13 @@ def _responses_call(base: str, sent: Sent) -> bytes:
                 }
             ],
             extra_body={"a_field_from_2027": True},
+            **({"stream": True} if stream else {}),  # type: ignore[arg-type]
         ) as response:
             return b"".join(response.iter_bytes())
 
 
-def _chat_call(base: str, sent: Sent, usage: bool = False) -> bytes:
-    with openai.OpenAI(
-        base_url=base + "/v1", api_key=CLIENT_KEY, max_retries=0, http_client=sent.client()
-    ) as client:
+def _chat_call(base: str, sent: Sent, stream: bool = True, usage: bool = False) -> bytes:
+    with _openai(base, sent) as client:
         extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
         with client.chat.completions.with_streaming_response.create(
             model="front",
@@ -448,38 +455,58 @@ def _chat_call(base: str, sent: Sent, usage: bool = False) -> bytes:
                 {"role": "system", "content": "Be brief."},
                 {"role": "user", "content": "Hi"},
             ],
-            stream=True,
             user="u-1",
             service_tier="default",
             extra_body={"a_field_from_2027": True},
+            **({"stream": True} if stream else {}),
             **extra,
         ) as response:
             return b"".join(response.iter_bytes())
 
 
+@dataclass(frozen=True)
+class Case:
+    """One dialect's side of the tests: two catalog models of its API (a route's two
+    deployments), the path under the fake vendor, a streamed and a whole recording, its
+    error shape, and the client's call."""
+
+    models: tuple[str, str]
+    api: str | None
+    path: str
+    streamed: str
+    whole: str
+    shape: str
+    call: Callable[..., bytes]
+
+    def ids(self) -> tuple[str, str]:
+        first, second = (m.split("/", 1)[1] for m in self.models)
+        return first, second
+
+
 DIALECTS = {
-    # dialect: (catalog models of two deployments, api override, base path, recording,
-    #           error shape, the client's call)
-    "anthropic-messages": (
+    "anthropic-messages": Case(
         ("anthropic/claude-sonnet-4-5", "anthropic/claude-haiku-4-5"),
         None,
         "",
         "vercel-ai__anthropic-code-execution-20260120-prompt-cache.1",
+        "synthetic-anthropic-answer",
         "anthropic",
         _anthropic_call,
     ),
-    "openai-responses": (
+    "openai-responses": Case(
         ("openai/gpt-5", "openai/gpt-5-mini"),
         "openai-responses",
         "/v1",
+        "pydantic-ai__test_openai_responses_stream.0",
         "synthetic-responses-answer",
         "openai",
         _responses_call,
     ),
-    "openai-completions": (
+    "openai-completions": Case(
         ("openai/gpt-5", "openai/gpt-5-mini"),
         None,
         "/v1",
+        "vercel-ai__openai-text",
         "synthetic-openai-answer",
         "openai",
         _chat_call,
@@ -495,8 +522,8 @@ PATHS = {
 
 
 def _route_config(dialect: str, url: str, deployments: int) -> GatewayConfig:
-    models, api, path, *_ = DIALECTS[dialect]
-    ups = [Upstream(m, api=api, base_url=url + path) for m in models[:deployments]]
+    case = DIALECTS[dialect]
+    ups = [Upstream(m, api=case.api, base_url=url + case.path) for m in case.models[:deployments]]
     return GatewayConfig(models={"front": "route:fleet"}, routes={"fleet": ups})
 
 
@@ -504,15 +531,16 @@ def _route_config(dialect: str, url: str, deployments: int) -> GatewayConfig:
 def test_a_route_falls_over_on_429_and_the_client_sees_only_the_second_answer(
     dialect: str, tmp_path: Path, access_log: AccessLog
 ) -> None:
-    models, _, _, name, shape, call = DIALECTS[dialect]
-    first, second = (m.split("/", 1)[1] for m in models)
-    limited = answer_file(tmp_path, "limited", 429, RATE_LIMITED[shape])
+    case = DIALECTS[dialect]
+    first, second = case.ids()
+    name = case.streamed
+    limited = answer_file(tmp_path, "limited", 429, RATE_LIMITED[case.shape])
     body = recording(dialect, name)
     sent = Sent()
     scenarios = {first: [limited], second: [body]}
     with fake_vendor(scenarios=scenarios) as vendor:
         with gateway(_route_config(dialect, vendor.url, 2)) as base:
-            got = call(base, sent)
+            got = case.call(base, sent)
             usage = access_log.usage(PATHS[dialect])
     [client_body] = sent.bodies
     assert [r.model for r in vendor.requests] == [first, second]
@@ -535,16 +563,16 @@ def test_a_route_falls_over_on_429_and_the_client_sees_only_the_second_answer(
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_429_with_nothing_left_to_try_is_the_upstreams_own(dialect: str, tmp_path: Path) -> None:
-    models, _, _, _, shape, call = DIALECTS[dialect]
-    only = models[0].split("/", 1)[1]
-    limited = answer_file(tmp_path, "limited", 429, RATE_LIMITED[shape])
+    case = DIALECTS[dialect]
+    only, _ = case.ids()
+    limited = answer_file(tmp_path, "limited", 429, RATE_LIMITED[case.shape])
     with fake_vendor(scenarios={only: [limited] * 3}) as vendor:
         with gateway(_route_config(dialect, vendor.url, 1)) as base:
-            error_type = anthropic.RateLimitError if shape == "anthropic" else openai.RateLimitError
-            with pytest.raises(error_type) as caught:
-                call(base, Sent())
+            error = anthropic.RateLimitError if case.shape == "anthropic" else openai.RateLimitError
+            with pytest.raises(error) as caught:
+                case.call(base, Sent())
     assert caught.value.response.status_code == 429
-    assert caught.value.response.json() == RATE_LIMITED[shape]
+    assert caught.value.response.json() == RATE_LIMITED[case.shape]
     assert caught.value.response.headers["retry-after"] == "0"
     assert all(r.status == 429 for r in vendor.requests) and len(vendor.requests) == 3
 
@@ -574,3 +602,101 @@ def _without_usage_chunk(body: bytes) -> bytes:
     frames = re.findall(rb"(?s).*?\n\n", body)
     assert b"".join(frames) == body
     return b"".join(f for f in frames if b'"choices":[]' not in f)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_non_streamed_call_gets_the_upstreams_json_unchanged(
+    dialect: str, access_log: AccessLog
+) -> None:
+    case = DIALECTS[dialect]
+    first, _ = case.ids()
+    body = recording(dialect, case.whole)
+    sent = Sent()
+    with fake_vendor(scenarios={first: [body]}) as vendor:
+        with gateway(_route_config(dialect, vendor.url, 1)) as base:
+            got = case.call(base, sent, stream=False)
+            usage = access_log.usage(PATHS[dialect])
+    assert got == body.read_bytes()
+    assert "stream" not in vendor.requests[0].body
+    assert vendor.requests[0].body == {**sent.bodies[0], "model": first}
+    want = expected_usage(dialect, case.whole)
+    assert usage == {k: want[k] for k in usage}
+
+
+def test_an_error_event_before_content_falls_over_and_its_bytes_stay_behind() -> None:
+    """A 200 whose stream says `overloaded_error` before any content: the route moves on,
+    and the client sees the second deployment's bytes only."""
+    case = DIALECTS["anthropic-messages"]
+    first, second = case.ids()
+    overloaded = recording("anthropic-messages", "synthetic-anthropic-error-event")
+    body = recording("anthropic-messages", case.streamed)
+    with fake_vendor(scenarios={first: [overloaded], second: [body]}) as vendor:
+        with gateway(_route_config("anthropic-messages", vendor.url, 2)) as base:
+            got = _anthropic_call(base, Sent())
+    assert [(r.model, r.status) for r in vendor.requests] == [(first, 200), (second, 200)]
+    assert got == body.read_bytes()
+
+
+def test_a_history_with_a_state_carrier_takes_the_translated_path() -> None:
+    """An earlier turn served by another vendor left a carrier in the history: it never
+    reaches Anthropic (the translated path takes it out)."""
+    name = "llm-anthropic__test_prompt.0"
+    carrier = {"type": "redacted_thinking", "data": CARRIER_PREFIX + "bm90LWEtcmVhbC1vbmU"}
+    messages: list[Any] = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}, carrier]},
+        {"role": "user", "content": "Again"},
+    ]
+    with fake_vendor(scenarios={"claude-sonnet-4-5": [recording("anthropic-messages", name)]}) as v:
+        with gateway(anthropic_config(v.url)) as base:
+            with anthropic_client(base, Sent()) as client:
+                with client.messages.stream(
+                    model="claude-sonnet-4-5-20250929", max_tokens=100, messages=messages
+                ) as s:
+                    s.get_final_message()
+    forwarded = json.dumps(v.requests[0].body)
+    assert CARRIER_PREFIX not in forwarded and "Again" in forwarded
+
+
+# --- the tee ------------------------------------------------------------------------------
+
+
+def test_the_tee_sends_whole_frames_and_drops_a_replaced_attempts_bytes() -> None:
+    async def main() -> None:
+        tee = Tee({"anthropic-beta": None, "anthropic-version": "2026-10-21"})
+        request = httpx.Request(
+            "POST", "http://127.0.0.1/v1/messages", headers={"anthropic-beta": "x"}
+        )
+        first = tee.begin(request)
+        assert first is not None
+        assert "anthropic-beta" not in request.headers
+        assert request.headers["anthropic-version"] == "2026-10-21"
+        first.pending += b"event: error\ndata: {}\n\n"
+        second = tee.begin(request)
+        assert second is not None and not first.pending and not first.live
+        second.pending += b"event: a\ndata: 1\n\nevent: b\nda"
+        assert tee.take() == b"event: a\ndata: 1\n\n"
+        assert tee.take() == b""
+        second.pending += b"ta: 2\n\n"
+        assert tee.take() == b"event: b\ndata: 2\n\n"
+        tee.committed = True
+        assert tee.begin(request) is None and tee.current is second
+
+    anyio.run(main)
+
+
+def test_the_tee_leaves_out_the_usage_chunk_the_gateway_asked_for() -> None:
+    async def main() -> None:
+        tee = Tee({}, drop_usage_chunk=True)
+        attempt = tee.begin(httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+        assert attempt is not None
+        attempt.pending += (
+            b'data: {"choices":[{"delta":{"content":"Hi"}}],"usage":null}\n\n'
+            b'data: {"choices": [], "usage": {"prompt_tokens": 3}}\n\n'
+            b"data: [DONE]\n\n"
+        )
+        assert tee.take() == (
+            b'data: {"choices":[{"delta":{"content":"Hi"}}],"usage":null}\n\ndata: [DONE]\n\n'
+        )
+
+    anyio.run(main)
