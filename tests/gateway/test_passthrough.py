@@ -700,3 +700,49 @@ def test_the_tee_leaves_out_the_usage_chunk_the_gateway_asked_for() -> None:
         )
 
     anyio.run(main)
+
+
+@pytest.mark.anyio
+async def test_mounted_in_process_on_either_event_loop() -> None:
+    """The ASGI app mounted in a user's own server, under asyncio or trio."""
+    body = recording("anthropic-messages", "llm-anthropic__test_tools.0")
+    request = {
+        "model": "claude-sonnet-4-5-20250929",
+        "max_tokens": 1000,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Two pelican names"}],
+        "a_field_from_2027": 1,
+    }
+    with fake_vendor(scenarios={"claude-sonnet-4-5": [body]}) as vendor:
+        app = create_app(anthropic_config(vendor.url))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            response = await client.post(
+                "/v1/messages", json=request, headers={"anthropic-version": "2023-06-01"}
+            )
+    assert response.status_code == 200
+    assert response.content == body.read_bytes()
+    assert vendor.requests[0].body == {**request, "model": "claude-sonnet-4-5"}
+
+
+def test_a_client_that_goes_away_ends_the_upstream_call(access_log: AccessLog) -> None:
+    body = recording(
+        "anthropic-messages", "pydantic-ai__test_anthropic_model_thinking_part_stream.0"
+    )
+    with fake_vendor(scenarios={"claude-sonnet-4-5": [body]}, delay=0.05) as vendor:
+        with gateway(anthropic_config(vendor.url)) as base:
+            with anthropic_client(base, Sent()) as client:
+                with client.messages.with_streaming_response.create(
+                    model="claude-sonnet-4-5-20250929",
+                    max_tokens=4096,
+                    messages=[{"role": "user", "content": "Think"}],
+                    stream=True,
+                ) as response:
+                    first = next(response.iter_bytes())
+            deadline = time.monotonic() + 10
+            while not any("/v1/messages" in line for line in access_log.lines):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+    assert body.read_bytes().startswith(first)
+    [line] = [line for line in access_log.lines if "/v1/messages" in line]
+    assert "client_disconnected" in line
