@@ -40,6 +40,7 @@ from stream_core import (
     Usage,
     is_context_overflow,
 )
+from stream_core.provider import error_from_vendor
 
 from ._chat_citations import block_delta, citations_delta, url_annotation
 from ._openai_chat import _REASONING_FIELDS, _USAGE_PATHS, SIGNATURE_FIELDS
@@ -66,13 +67,23 @@ ERRORS: dict[str, tuple[int, str, str | None]] = {
     "overloaded": (503, "service_unavailable", None),
     "timeout": (504, "timeout_error", None),
 }
-"""Error kind -> (HTTP status, `error.type`, `error.code`) as an OpenAI server answers:
-each `type` is a word the translator's `error_from_vendor` (mid-stream) and the HTTP
-reader (`error_from_status`, with the status) read back as the same kind, but `budget`
-(read as `rate_limit`: OpenAI's word for a spent quota) and, over HTTP, the kinds only
-the client finds (`refusal`, `protocol`, `network`, ...)."""
+"""Error kind -> (HTTP status, `error.type`, `error.code`) as an OpenAI server answers.
+Over HTTP the status and type read back (`error_from_status`) as the kind, but `budget`
+(read as `rate_limit`: OpenAI's word for a spent quota) and the kinds only a client finds
+(`refusal`, `protocol`, `network`, ...: read by their status). Mid-stream (`_STREAM_WORDS`)
+every kind reads back as itself."""
 
 _OVERFLOW_WORDS = " (context_length_exceeded)"
+
+
+def _streamed(kind: str, word: str) -> str:
+    """The `error.type` of a mid-stream error: the table's word where the translator reads
+    it back as the kind, else the kind's own name (`budget`), which it reads as itself."""
+    message = "x" + (_OVERFLOW_WORDS if kind == "context_overflow" else "")
+    return word if error_from_vendor(word, message).kind == kind else kind
+
+
+_STREAM_WORDS = {kind: _streamed(kind, word) for kind, (_, word, _code) in ERRORS.items()}
 
 
 def error_body(kind: ErrorKind, message: str) -> tuple[int, dict[str, Any]]:
@@ -91,9 +102,9 @@ def _error_of(message: AssistantMessage) -> dict[str, Any]:
     """The error a message ended with, as a mid-stream error's `error` object (`code`: the
     table's, else the HTTP status the upstream gave, as proxies send it)."""
     error = message.error or StreamError(kind="server", message="the upstream failed")
-    _, word, code = ERRORS.get(error.kind, ERRORS["server"])
+    _, _word, code = ERRORS.get(error.kind, ERRORS["server"])
     said: str | int | None = code if code is not None else error.status_code
-    return _error(error.kind, error.message, word, said)
+    return _error(error.kind, error.message, _STREAM_WORDS.get(error.kind, "server_error"), said)
 
 
 def _stop_words(table: Mapping[str, str]) -> dict[str, str]:

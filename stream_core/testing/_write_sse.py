@@ -10,6 +10,31 @@ import importlib
 import json
 from typing import Any
 
+from .._events import (
+    AssistantStreamEvent,
+    BlockEnd,
+    BlockStart,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ThinkingDelta,
+    ThinkingEnd,
+    ThinkingStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from .._types import (
+    AssistantMessage,
+    StreamError,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
 from . import _codec
 from ._codec import Block as _Block
 from ._codec import Turn as _Turn
@@ -129,65 +154,65 @@ def anthropic(t: _Turn) -> bytes:
 
 
 def chat(t: _Turn, *, mistral: bool = False) -> bytes:
-    base = {
-        "id": "chatcmpl-synthetic",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": MODEL,
-    }
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-    # Citations and blocks of the `block_*` kinds: the provider's codec (or its refusal).
-    codec: Any = importlib.import_module("stream_core.providers._chat_citations")
+    """The turn's events written by the provider's own chunk encoder (the gateway's),
+    strict: a block or citation the API has no field for raises, naming it."""
+    codec: Any = importlib.import_module("stream_core.providers._chat_encode")
     api = "mistral-conversations" if mistral else "openai-completions"
-    events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
-    calls = 0
-    said = 0  # the message's text so far (annotation spans count in all of it)
-    for b in t.blocks:
+    _, events = turn_events(t, api)
+    encoder = codec.ChatEncoder(
+        MODEL, api=api, table=_codec._tables(api)[0], strict=True,
+        response_id="chatcmpl-synthetic", created=0,
+    )  # fmt: skip
+    return b"".join(encoder.feed(e) for e in events)
+
+
+def turn_events(t: _Turn, api: str) -> tuple[AssistantMessage, list[AssistantStreamEvent]]:
+    """A read turn as the final message and the events of its stream: each block's start,
+    its whole text, arguments or typed data in one delta, its end; then the end."""
+    content: list[Any] = []
+    deltas: list[Any] = []
+    for i, b in enumerate(t.blocks):
         if b.kind == "text":
-            cited = codec.citations_delta(b.text, b.citations, api, said) if b.citations else {}
-            if "content" in cited:
-                events.append((None, chunk(cited)))  # the text with its reference chunks
-            else:
-                events.append((None, chunk({"content": b.text})))
-                if cited:
-                    events.append((None, chunk(cited)))
-            said += len(b.text)
+            content.append(TextContent(text=b.text, citations=list(b.citations) or None))
+            deltas += [TextStart(i), *([TextDelta(i, b.text)] if b.text else []), TextEnd(i)]
         elif b.kind == "thinking":
-            events.append((None, chunk({"reasoning_content": b.text})))
-        elif b.kind == "block":
-            events.append((None, chunk(codec.block_delta(b.data, api))))
-        else:
-            head = {
-                "index": calls,
-                "id": b.id,
-                "type": "function",
-                "function": {"name": b.name, "arguments": ""},
-            }
-            events.append((None, chunk({"tool_calls": [head]})))
-            events.append(
-                (None, chunk({"tool_calls": [{"index": calls, "function": {"arguments": b.text}}]}))
+            content.append(
+                ThinkingContent(thinking=b.text, signature=b.signature, redacted=b.redacted)
             )
-            calls += 1
-    if t.failed is not None:
-        word, message = t.failed
-        events.append((None, {"error": {"message": message, "type": word, "code": None}}))
-        return sse(events)
-    events.append((None, chunk({}, t.vendor_stop)))
-    prompt = u(t, "input") + u(t, "cache_read") + u(t, "cache_write")
-    usage: dict[str, Any] = {
-        "prompt_tokens": prompt,
-        "completion_tokens": u(t, "output"),
-        "total_tokens": prompt + u(t, "output"),
-    }
-    if not mistral:
-        usage["prompt_tokens_details"] = {"cached_tokens": u(t, "cache_read")}
-        usage["completion_tokens_details"] = {"reasoning_tokens": u(t, "reasoning")}
-    events.append((None, {**base, "choices": [], "usage": usage}))
-    events.append((None, "[DONE]"))
-    return sse(events)
+            deltas += [ThinkingStart(i), *([ThinkingDelta(i, b.text)] if b.text else [])]
+            deltas.append(ThinkingEnd(i))
+        elif b.kind == "block":
+            content.append(b.data)
+            deltas += [BlockStart(i, b.data.type), BlockEnd(i)]
+        else:
+            try:
+                parsed = json.loads(b.text or "{}")
+            except ValueError:
+                parsed = None
+            whole = type(parsed) is dict
+            content.append(
+                ToolCall(id=b.id, name=b.name, arguments=parsed if whole else {},
+                         truncated=not whole)
+            )  # fmt: skip
+            deltas += [ToolCallStart(i), *([ToolCallDelta(i, b.text)] if b.text else [])]
+            deltas.append(ToolCallEnd(i))
+    failed = t.error is not None and t.said is not None
+    message = AssistantMessage(
+        api=api, provider="synthetic", model=MODEL, content=content, usage=Usage(
+            input=u(t, "input"), output=u(t, "output"), cache_read=u(t, "cache_read"),
+            cache_write=u(t, "cache_write"), reasoning=u(t, "reasoning"),
+            server_tools=dict(t.server_tools) or None,
+        ),
+        stop_reason="error" if failed else t.stop,  # type: ignore[arg-type]
+        raw_stop_reason=None if failed else t.vendor_stop,
+        error=StreamError.model_validate({"kind": t.error[0], "message": t.error[1]})
+        if failed and t.error
+        else None,
+    )  # fmt: skip
+    events: list[AssistantStreamEvent] = [MessageStart(message)]
+    events += [MessageUpdate(message, d) for d in deltas]
+    events.append(MessageEnd(message))
+    return message, events
 
 
 # --- OpenAI Responses ------------------------------------------------------------------------
