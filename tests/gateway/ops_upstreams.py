@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 
@@ -56,14 +57,18 @@ def chat_chunk(text: str) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
-def chat_end() -> bytes:
+def chat_end(prompt_tokens: int = 5) -> bytes:
     stop = {
         "id": "chatcmpl-ops",
         "object": "chat.completion.chunk",
         "created": 1,
         "model": "gpt-4o-mini",
         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 7,
+            "total_tokens": prompt_tokens + 7,
+        },
     }
     return b"data: " + json.dumps(stop).encode() + b"\n\ndata: [DONE]\n\n"
 
@@ -85,11 +90,14 @@ class Served:
 
 class ChatUpstream:
     """A Chat Completions vendor on loopback: each request is answered with `events`
-    chunks of `size` characters of text, `interval` seconds apart, then the end (or
-    nothing more, when `events` runs out first). `requests` holds what it saw."""
+    chunks of `size` characters of text, `interval` seconds apart, then the end with
+    `prompt_tokens` of input used. `requests` holds what it saw."""
 
-    def __init__(self, events: int = 3, interval: float = 0.0, size: int = 8) -> None:
+    def __init__(
+        self, events: int = 3, interval: float = 0.0, size: int = 8, prompt_tokens: int = 5
+    ) -> None:
         self.events = events
+        self.prompt_tokens = prompt_tokens
         self.interval = interval
         self.size = size
         self.requests: list[Served] = []
@@ -144,7 +152,7 @@ class ChatUpstream:
                 served.sent += len(chunk)
                 if self.interval:
                     time.sleep(self.interval)
-            conn.sendall(chat_end())
+            conn.sendall(chat_end(self.prompt_tokens))
             served.finished.set()
         except OSError:
             served.closed.set()
@@ -235,6 +243,14 @@ def gateway_in_thread(app: Any, **options: Any) -> Iterator[str]:
         thread.join(20)
 
 
+def _answers(url: str) -> bool:
+    """Whether a server answers there (several workers listen only once started)."""
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 _MAIN = "import sys; from stream_core._cli import main; sys.exit(main())"
 
 
@@ -261,7 +277,7 @@ class GatewayProcess:
         while time.monotonic() < deadline:
             self._err.seek(0)
             found = re.search(rb"running on (http://127\.0\.0\.1:\d+)", self._err.read())
-            if found:
+            if found and _answers(found.group(1).decode() + "/health"):
                 return found.group(1).decode()
             if self.proc.poll() is not None:
                 break

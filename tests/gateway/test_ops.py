@@ -15,6 +15,7 @@ import logging
 import signal
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -359,6 +360,40 @@ def test_a_key_budget_holds_without_a_limit_store(vendor_key: str) -> None:
         assert len(up.requests) == 1  # alice's call was never sent
     finally:
         up.close()
+
+
+@pytest.mark.slow
+def test_a_key_budget_is_shared_by_gateway_processes_through_redis(tmp_path: Path) -> None:
+    from redis_server import session_url
+
+    url, redis = session_url()
+    up = ChatUpstream(prompt_tokens=100_000)  # $0.015 at gpt-4o-mini's price
+    name = f"alice-{uuid.uuid4().hex[:8]}"  # a budget no other run of the store has spent
+    extra = f'[gateway]\nlimits_store = "{url}"\n[keys.{name}]\n'
+    extra += f'sha256 = "{hash_key(ALICE)}"\nbudget_usd = 0.001\n'
+    config = write_config(tmp_path, up.url, extra)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    env = {KEY_ENV: VENDOR_KEY}
+    first = GatewayProcess(["--config", str(config)], env, tmp_path / "a")
+    second = GatewayProcess(["--config", str(config)], env, tmp_path / "b")
+    try:
+        path, headers = ANTHROPIC
+        body = request("anthropic-messages", stream=False)
+        auth = headers | {"x-api-key": ALICE}
+        spent = httpx.post(first.url + path, json=body, headers=auth, timeout=30)
+        refused = httpx.post(second.url + path, json=body, headers=auth, timeout=30)
+        again = httpx.post(first.url + path, json=body, headers=auth, timeout=30)
+    finally:
+        first.stop()
+        second.stop()
+        up.close()
+        if redis is not None:
+            redis.stop()
+    assert spent.status_code == 200, spent.text
+    for r in (refused, again):
+        assert r.status_code >= 400 and "budget" in r.json()["error"]["message"], r.text
+    assert len(up.requests) == 1
 
 
 # --- the access log, spans, secrets ---------------------------------------------------
