@@ -18,6 +18,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from json.encoder import encode_basestring
 from typing import Any
 
 from stream_core import (
@@ -67,16 +68,15 @@ STATUSES: dict[str, int] = {
 """An error type -> the HTTP status Anthropic answers it with
 (https://docs.anthropic.com/en/api/errors)."""
 
-_KIND_TYPES: dict[str, str] = {
+_HTTP_TYPES: dict[str, str] = {
     # A context overflow is Anthropic's 400 "prompt is too long" (request_too_large is a
-    # body over the size limit, 413): clients compact on that wording.
+    # body over the size limit, 413): clients compact the history on that wording.
     "context_overflow": "invalid_request_error",
     "budget": "rate_limit_error",
     "refusal": "invalid_request_error",
     "content_filter": "invalid_request_error",
 }
-"""Error kinds said otherwise than by the first type `ERROR_TYPES` has for them (or that
-have none there); any other kind without a type is an `api_error`."""
+"""Error kinds an HTTP error says otherwise than a stream's error event does."""
 
 _OVERFLOW_WORDS = "prompt is too long"
 """How Anthropic words a context overflow (Claude Code compacts the history on it)."""
@@ -93,13 +93,14 @@ def _first(table: Mapping[str, Any], value: Any) -> str | None:
 
 
 def error_type(kind: ErrorKind | str) -> str:
-    """The `error.type` Anthropic says `kind` with."""
-    return _KIND_TYPES.get(kind) or _first(ERROR_TYPES, kind) or "api_error"
+    """The `error.type` of a stream's `error` event for `kind`: the first `ERROR_TYPES` has
+    for it (what `vendor_bytes` writes too), else `api_error` (read back `server`)."""
+    return _first(ERROR_TYPES, kind) or "api_error"
 
 
 def error_body(kind: ErrorKind, message: str) -> tuple[int, dict[str, Any]]:
     """The HTTP status and body of an error before content, as Anthropic answers it."""
-    word = error_type(kind)
+    word = _HTTP_TYPES.get(kind) or error_type(kind)
     if kind == "context_overflow" and _OVERFLOW_WORDS not in message.lower():
         message = f"{_OVERFLOW_WORDS}: {message}"
     return STATUSES.get(word, 500), {"type": "error", "error": {"type": word, "message": message}}
@@ -185,9 +186,9 @@ def server_block(block: Any, following: Iterable[Any] = ()) -> dict[str, Any] | 
         return None
 
 
-def thinking_block(block: ThinkingContent) -> dict[str, Any] | None:
+def thinking_block(block: ThinkingContent) -> dict[str, Any]:
     if block.redacted:
-        return {"type": "redacted_thinking", "data": block.signature} if block.signature else None
+        return {"type": "redacted_thinking", "data": block.signature or ""}
     return {"type": "thinking", "thinking": block.thinking, "signature": block.signature or ""}
 
 
@@ -255,6 +256,8 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {_dumps(data)}\n\n".encode()
 
 
+_string = encode_basestring  # a JSON string, non-ASCII kept (json.dumps's own, in C)
+_INPUT_DELTAS = frozenset({"toolcall_delta", "block_delta"})
 _DELTA_HEAD = 'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
 # A delta's field holding its text, by our delta type.
 _DELTA_FIELDS = {
@@ -269,7 +272,11 @@ class Encoder:
     """One streamed answer as Anthropic's SSE (`DialectEncoder`): `message_start` once the
     first content comes (its usage the message's then), a block's start, deltas and stop
     as they arrive, at the end `message_delta` with the stop reason and the final usage
-    and `message_stop` (or, after an error, Anthropic's `error` event)."""
+    and `message_stop` (or, after an error, Anthropic's `error` event).
+
+    Two stops wait for the next event: a text block's (a citation may still come for it)
+    and a cut tool call's (the stream's error, if that is what cut it, leaves it unstopped,
+    as Anthropic's own stream would: a client reads the call as cut)."""
 
     media_type = MEDIA_TYPE
 
@@ -286,11 +293,21 @@ class Encoder:
         blocks) or once their call's id and name are known."""
         self.said: set[int] = set()
         """Calls whose input has streamed at least one delta."""
-        self.lazy: int | None = None
-        """A text block ended but not yet stopped (a citation may still come for it)."""
+        self.held: list[int] = []
+        """Blocks ended whose stop is not sent yet (see the class's docstring)."""
 
     def feed(self, event: AssistantStreamEvent) -> bytes:
         kind = event.type
+        if kind == "message_update" and not self.held:
+            # The hot path: a delta of a block already open, one event of its own.
+            delta: Any = event.delta  # type: ignore[union-attr]
+            head = _DELTA_FIELDS.get(delta.type)
+            ci = delta.content_index
+            i = self.index.get(ci)
+            if head is not None and i is not None:
+                if delta.type in _INPUT_DELTAS:
+                    self.said.add(ci)
+                return f"{_DELTA_HEAD}{i},{head}{_string(delta.delta)}}}}}\n\n".encode()
         if kind == "message_start":
             return b""
         message = event.message
@@ -320,23 +337,22 @@ class Encoder:
         return _event("message_start", {"type": "message_start", "message": body})
 
     def _end(self, message: AssistantMessage, out: list[bytes]) -> None:
-        self._flush(out)
         if not said_by_stop(message):
+            self.held.clear()  # what the error cut stays unstopped
             error = message.error
             kind = error.kind if error is not None else "server"
             text = error.message if error is not None else "the upstream failed"
-            detail = {"type": error_type(kind), "message": text}
-            out.append(_event("error", {"type": "error", "error": detail}))
+            said = {"type": error_type(kind), "message": text}
+            out.append(_event("error", {"type": "error", "error": said}))
             return
+        self._flush(out)
         state = self.carrier(message) if self.carrier is not None else None
         if state is not None:
             self._whole({"type": "redacted_thinking", "data": state}, out)
         delta: dict[str, Any] = {"stop_reason": stop_word(message), "stop_sequence": None}
         if message.stop_reason == "error":
-            delta["stop_details"] = {
-                "type": delta["stop_reason"],
-                "explanation": _stop_detail(message),
-            }
+            detail = _stop_detail(message)
+            delta["stop_details"] = {"type": delta["stop_reason"], "explanation": detail}
         if message.container:
             delta["container"] = message.container
         end = {"type": "message_delta", "delta": delta, "usage": usage_object(message.usage)}
@@ -345,14 +361,13 @@ class Encoder:
 
     # --- blocks -------------------------------------------------------------------------
 
-    def _open(self, ci: int, start: dict[str, Any], out: list[bytes]) -> int:
+    def _open(self, ci: int, start: dict[str, Any], out: list[bytes]) -> None:
         self._flush(out)
         i = self.count
         self.count += 1
         self.index[ci] = i
         block = {"type": "content_block_start", "index": i, "content_block": start}
         out.append(_event("content_block_start", block))
-        return i
 
     def _stop(self, ci: int, out: list[bytes]) -> None:
         i = self.index.pop(ci, None)
@@ -360,54 +375,47 @@ class Encoder:
             out.append(_event("content_block_stop", {"type": "content_block_stop", "index": i}))
 
     def _flush(self, out: list[bytes]) -> None:
-        if self.lazy is not None:
-            ci, self.lazy = self.lazy, None
-            self._stop(ci, out)
+        if self.held:
+            for ci in self.held:
+                self._stop(ci, out)
+            self.held.clear()
 
-    def _whole(self, start: dict[str, Any], out: list[bytes], deltas: Iterable[Any] = ()) -> None:
-        ci = -1 - self.count  # a block of ours that is no block of the message
-        i = self._open(ci, start, out)
-        for d in deltas:
-            out.append(
-                _event(
-                    "content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}
-                )
-            )
-        self._stop(ci, out)
+    def _whole(self, start: dict[str, Any] | None, out: list[bytes]) -> None:
+        """A block written at once (start and stop), at its end."""
+        if start is not None:
+            self._open(-1, start, out)
+            self._stop(-1, out)
 
-    def _delta(self, ci: int, kind: str, text: str, out: list[bytes]) -> None:
+    def _delta(self, ci: int, delta: dict[str, Any], out: list[bytes]) -> None:
         i = self.index.get(ci)
-        if i is None:
-            return
-        out.append(f"{_DELTA_HEAD}{i},{_DELTA_FIELDS[kind]}{_dumps(text)}}}}}\n\n".encode())
+        if i is not None:
+            data = {"type": "content_block_delta", "index": i, "delta": delta}
+            out.append(_event("content_block_delta", data))
 
     def _update(self, message: AssistantMessage, delta: Any, out: list[bytes]) -> None:
         kind = delta.type
         ci = delta.content_index
         if kind in _DELTA_FIELDS:
+            self._flush(out)
             if kind == "toolcall_delta" and ci in self.waiting:
                 self._open_call(message, ci, out)  # its id or name came late: open it now
-            if kind == "toolcall_delta" or kind == "block_delta":
+            if kind in _INPUT_DELTAS:
                 self.said.add(ci)
-            self._delta(ci, kind, delta.delta, out)
+            i = self.index.get(ci)
+            if i is not None:
+                text = _string(delta.delta)
+                out.append(f"{_DELTA_HEAD}{i},{_DELTA_FIELDS[kind]}{text}}}}}\n\n".encode())
+            return
+        if kind == "citation":  # no flush: it may be for the text block held
+            record = citation_record(delta.citation, message.api)
+            self._delta(ci, {"type": "citations_delta", "citation": record}, out)
             return
         block = message.content[ci]
         if kind == "text_start":
             self._open(ci, {"type": "text", "text": ""}, out)
         elif kind == "text_end":
             self._flush(out)
-            self.lazy = ci
-        elif kind == "citation":
-            i = self.index.get(ci)
-            if i is not None:
-                record = citation_record(delta.citation, message.api)
-                d = {"type": "citations_delta", "citation": record}
-                out.append(
-                    _event(
-                        "content_block_delta",
-                        {"type": "content_block_delta", "index": i, "delta": d},
-                    )
-                )
+            self.held.append(ci)
         elif kind == "thinking_start":
             if block.redacted:
                 self.waiting.add(ci)
@@ -416,19 +424,11 @@ class Encoder:
         elif kind == "thinking_end":
             if ci in self.waiting:
                 self.waiting.discard(ci)
-                whole = thinking_block(block)
-                if whole is not None:
-                    self._whole(whole, out)
+                self._whole(thinking_block(block), out)
                 return
-            if block.signature and ci in self.index:
-                d = {"type": "signature_delta", "signature": block.signature}
-                i = self.index[ci]
-                out.append(
-                    _event(
-                        "content_block_delta",
-                        {"type": "content_block_delta", "index": i, "delta": d},
-                    )
-                )
+            self._flush(out)
+            if block.signature:
+                self._delta(ci, {"type": "signature_delta", "signature": block.signature}, out)
             self._stop(ci, out)
         elif kind == "toolcall_start":
             if isinstance(block, ToolCall) and block.id and block.name:
@@ -436,28 +436,36 @@ class Encoder:
             else:
                 self.waiting.add(ci)
         elif kind == "toolcall_end":
-            if ci in self.waiting:
-                self._open_call(message, ci, out)
-            if ci not in self.said and isinstance(block, ToolCall) and block.arguments:
-                self._delta(ci, "toolcall_delta", _dumps(block.arguments), out)
-            self._stop(ci, out)
+            self._call_end(message, block, ci, out)
         elif kind == "block_start":
-            if isinstance(block, ServerToolCall):
-                start = server_block(block)
-                if start is not None:
-                    self._open(ci, {**start, "input": {}}, out)
+            start = server_block(block) if isinstance(block, ServerToolCall) else None
+            if start is not None:
+                self._open(ci, {**start, "input": {}}, out)
             else:
                 self.waiting.add(ci)
         elif kind == "block_end":
+            self._flush(out)
             if ci in self.waiting:
                 self.waiting.discard(ci)
-                whole = server_block(block, message.content[ci + 1 :])
-                if whole is not None:
-                    self._whole(whole, out)
+                self._whole(server_block(block, message.content[ci + 1 :]), out)
                 return
-            if isinstance(block, ServerToolCall) and ci not in self.said:
-                if block.input not in ({}, None):
-                    self._delta(ci, "block_delta", _dumps(block.input), out)
+            if ci not in self.said and block.input not in ({}, None):
+                text = _dumps(block.input)
+                self._delta(ci, {"type": "input_json_delta", "partial_json": text}, out)
+            self._stop(ci, out)
+
+    def _call_end(self, message: AssistantMessage, block: Any, ci: int, out: list[bytes]) -> None:
+        self._flush(out)
+        if ci in self.waiting:
+            self._open_call(message, ci, out)
+        if not isinstance(block, ToolCall):
+            return
+        if ci not in self.said and block.arguments:
+            text = _dumps(block.arguments)
+            self._delta(ci, {"type": "input_json_delta", "partial_json": text}, out)
+        if block.truncated:
+            self.held.append(ci)
+        else:
             self._stop(ci, out)
 
     def _open_call(self, message: AssistantMessage, ci: int, out: list[bytes]) -> None:

@@ -21,21 +21,34 @@ import pytest
 import stream_core
 from stream_core import (
     AssistantMessage,
+    BlockEnd,
+    BlockStart,
     Citation,
+    CitationAdded,
     Context,
     FileContent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
     Model,
     ServerToolResult,
     StreamError,
     StreamOptions,
     TextContent,
+    TextDelta,
+    TextEnd,
+    TextStart,
     ThinkingContent,
     ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
     Usage,
     UserMessage,
     VendorContent,
 )
 from stream_core.provider import CARRIER_PREFIX, dialect
+from stream_core.providers._anthropic_encode import error_type
 from stream_core.providers.anthropic import ERROR_TYPES
 from stream_core.testing import (
     faux_message,
@@ -114,8 +127,7 @@ def _same(a: AssistantMessage, b: AssistantMessage, *, raw: bool = True) -> None
         want, got = _without_raw(want), _without_raw(got)
     if a.error is not None and b.error is not None and a.error.kind != "refusal":
         # A kind Anthropic has no word for is said as `api_error` and read back `server`.
-        _, said = DIALECT.error_body(a.error.kind, a.error.message)
-        want["error"]["kind"] = ERROR_TYPES.get(said["error"]["type"], "server")
+        want["error"]["kind"] = ERROR_TYPES.get(error_type(a.error.kind), "server")
     for key in want:
         assert got[key] == want[key], key
 
@@ -177,6 +189,17 @@ TURNS: dict[str, AssistantMessage] = {
         stop_reason="error",
         error=StreamError(kind="overloaded", message="Overloaded"),
         usage=Usage(input=3, output=2),
+    ),
+    "an error in the middle of a call": AssistantMessage(
+        api="faux",
+        provider="faux",
+        model="m",
+        content=[
+            ToolCall(id="toolu_1", name="look", arguments={"q": "one"}),
+            ToolCall(id="toolu_2", name="find", partial_json='{"q": "tw', truncated=True),
+        ],
+        stop_reason="error",
+        error=StreamError(kind="overloaded", message="Overloaded"),
     ),
     "a refusal": AssistantMessage(
         api="faux",
@@ -317,7 +340,7 @@ def _sdk_view(final: Any) -> dict[str, Any]:
 SDK_CASES = [*TURNS, "web search"]
 
 
-@pytest.mark.parametrize("name", [n for n in SDK_CASES if n != "an error after content"])
+@pytest.mark.parametrize("name", [n for n in SDK_CASES if "error" not in n])
 def test_the_anthropic_sdk_accumulates_the_stream_to_the_non_streamed_message(name: str) -> None:
     turn = (
         faux_web_search("weather", [("https://w.example", "W")], "Sunny.")
@@ -444,3 +467,58 @@ def test_a_context_overflow_is_worded_as_anthropic_words_it() -> None:
     _, body = DIALECT.error_body("context_overflow", "maximum context length is 8192 tokens")
     assert body["error"]["message"].startswith("prompt is too long")
     assert stream_core.is_context_overflow(body["error"]["message"])
+
+
+# --- another vendor's stream --------------------------------------------------------------
+
+
+def test_a_foreign_stream_names_calls_late_cites_late_and_keeps_no_file() -> None:
+    """What other APIs do: a call's id and name after its start, a citation once its text
+    block ended (Gemini grounds at the end), another API's citation record, a generated
+    file (no Anthropic block: the carrier keeps it)."""
+    message = AssistantMessage(api="google-generative-ai", provider="google", model="g")
+    message.usage = Usage(input=7)
+    encoder = DIALECT.encoder("claude-client-name", None)
+    chunks = [encoder.feed(MessageStart(message))]
+
+    def feed(delta: Any) -> None:
+        chunks.append(encoder.feed(MessageUpdate(message, delta)))
+
+    call = ToolCall()
+    message.content.append(call)
+    feed(ToolCallStart(0))
+    call.id, call.name = "call_1", "look"
+    feed(ToolCallDelta(0, '{"q": 1}'))
+    call.arguments = {"q": 1}
+    feed(ToolCallEnd(0))
+    text = TextContent(text="Cited.")
+    message.content.append(text)
+    feed(TextStart(1))
+    feed(TextDelta(1, "Cited."))
+    feed(TextEnd(1))
+    cite = Citation(url="https://g.example", title="G", raw={"type": "url_citation", "x": 1})
+    text.citations = [cite]
+    feed(CitationAdded(1, cite))
+    message.content.append(FileContent(data="aW1n", mime_type="image/png"))
+    feed(BlockStart(2, "file"))
+    feed(BlockEnd(2))
+    message.stop_reason, message.usage = "tool_use", Usage(input=7, output=5)
+    chunks.append(encoder.feed(MessageEnd(message)))
+    body = b"".join(chunks)
+    back = anyio.run(_read, body)
+    assert [b.type for b in back.content] == ["tool_call", "text"]
+    assert back.tool_calls()[0].model_dump(include={"id", "name", "arguments"}) == {
+        "id": "call_1",
+        "name": "look",
+        "arguments": {"q": 1},
+    }
+    (got,) = back.citations()
+    assert (got.url, got.title, got.raw["type"]) == (
+        "https://g.example",
+        "G",
+        "web_search_result_location",
+    )  # type: ignore[index]
+    assert (back.stop_reason, back.usage.input, back.usage.output) == ("tool_use", 7, 5)
+    final = _sdk(body)
+    assert [b.type for b in final.content] == ["tool_use", "text"]
+    assert final.content[1].citations[0].url == "https://g.example"
