@@ -337,25 +337,28 @@ class ChatEncoder:
 
     def _call_delta(self, message: AssistantMessage, i: int, delta: str) -> bytes:
         held = self._args.get(i)
-        if held is not None:
+        if held is not None and (self._carrier is not None or i not in self._unsaid):
             held.append(delta)
             return b""
         if i in self._unsaid:
+            # The call's first chunk names it: sent once its id and name are known.
             block = message.content[i]
-            if isinstance(block, ToolCall) and block.id and block.name:
-                self._unsaid.discard(i)
-                return self._head(block, self._calls[i], delta, block.id)
+            if not (isinstance(block, ToolCall) and block.id and block.name):
+                self._args.setdefault(i, []).append(delta)
+                return b""
+            self._unsaid.discard(i)
+            head = "".join(self._args.pop(i, ())) + delta
+            return self._head(block, self._calls[i], head, block.id)
         n = self._calls[i]
         return self._chunk({"tool_calls": [{"index": n, "function": {"arguments": delta}}]})
 
     def _call_end(self, message: AssistantMessage, i: int) -> bytes:
         block = message.content[i]
         assert isinstance(block, ToolCall)
-        held = self._args.pop(i, None)
-        if held is None and i not in self._unsaid:
-            return b""
+        if i not in self._unsaid:
+            return b""  # streamed as it came
         self._unsaid.discard(i)
-        arguments = "".join(held or ())
+        arguments = "".join(self._args.pop(i, ()))
         if not arguments and not block.truncated:
             arguments = "{}"
         call_id = block.id

@@ -604,3 +604,31 @@ def test_a_field_that_cannot_be_read_is_named(body: dict[str, Any], field: str) 
     with pytest.raises(RequestFieldError) as caught:
         CHAT.parse_request(body, {})
     assert caught.value.field == field
+
+
+@pytest.mark.anyio
+async def test_a_call_named_after_its_first_arguments_is_sent_once_named() -> None:
+    """The live message may learn a call's name after its first argument fragment: the
+    fragments wait, so the first chunk names the call and no fragment is lost."""
+    from stream_core import (
+        MessageEnd,
+        MessageStart,
+        MessageUpdate,
+        ToolCallDelta,
+        ToolCallEnd,
+        ToolCallStart,
+    )
+
+    call = ToolCall(id="call_late", name="")
+    live = msg(call, stop="tool_use")
+    encoder = CHAT.encoder("client-model", None)
+    body = encoder.feed(MessageStart(live))
+    body += encoder.feed(MessageUpdate(live, ToolCallStart(0)))
+    body += encoder.feed(MessageUpdate(live, ToolCallDelta(0, '{"a": ')))
+    call.name = "late"
+    body += encoder.feed(MessageUpdate(live, ToolCallDelta(0, "1}")))
+    call.arguments = {"a": 1}
+    body += encoder.feed(MessageUpdate(live, ToolCallEnd(0)))
+    body += encoder.feed(MessageEnd(live))
+    back = await read(body)
+    assert [(b.id, b.name, b.arguments) for b in back.content] == [("call_late", "late", {"a": 1})]
