@@ -22,6 +22,9 @@ from stream_core import (
     Context,
     FileContent,
     ImageContent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
     Model,
     StreamError,
     StreamOptions,
@@ -29,6 +32,9 @@ from stream_core import (
     ThinkingContent,
     Tool,
     ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -610,15 +616,6 @@ def test_a_field_that_cannot_be_read_is_named(body: dict[str, Any], field: str) 
 async def test_a_call_named_after_its_first_arguments_is_sent_once_named() -> None:
     """The live message may learn a call's name after its first argument fragment: the
     fragments wait, so the first chunk names the call and no fragment is lost."""
-    from stream_core import (
-        MessageEnd,
-        MessageStart,
-        MessageUpdate,
-        ToolCallDelta,
-        ToolCallEnd,
-        ToolCallStart,
-    )
-
     call = ToolCall(id="call_late", name="")
     live = msg(call, stop="tool_use")
     encoder = CHAT.encoder("client-model", None)
