@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from stream_core import AssistantMessage, Model, Route, StreamOptions, stream
+from stream_core import AssistantMessage, Model, Route, StreamError, StreamOptions, stream
 from stream_core.provider import Dialect, Inbound, RequestFieldError
 
 from . import _state
@@ -173,7 +173,7 @@ class Exchange:
         text = error.message if error is not None else "the upstream failed"
         retry = error.retry_after if error is not None else None
         if kind == "aborted" and self._stopped:
-            kind, text = "overloaded", "the gateway is shutting down; try again"
+            kind, text = "overloaded", SHUTTING_DOWN
         await self._error(send, kind, text, retry)
 
     async def _open(
@@ -258,11 +258,23 @@ class Exchange:
                         held.clear()
                     if event.type == "message_end":
                         self.reply.message = event.message
+                        if self._stopped and event.message.stop_reason == "aborted":
+                            _shutting_down(event.message)
                     chunk = encoder.feed(event)
                     if chunk:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
+
+
+SHUTTING_DOWN = "the gateway is shutting down; try again"
+
+
+def _shutting_down(message: AssistantMessage) -> None:
+    """A stream the server's shutdown ended: to the client, an `overloaded` error its SDK
+    retries (elsewhere), not an abort of its own."""
+    message.stop_reason = "error"
+    message.error = StreamError(kind="overloaded", message=SHUTTING_DOWN, retryable=True)
 
 
 async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope, reply: Reply) -> None:
