@@ -387,8 +387,9 @@ def annotation_of(item: dict[str, Any]) -> Citation | None:
 
 def url_annotation(citation: Citation, offset: int = 0) -> dict[str, Any]:
     """A Citation as the `url_citation` annotation a Chat Completions server sends (its
-    `raw` where it has one), its span counted from `offset` in the message's text."""
-    if citation.raw is not None and citation.raw.get("type") == "url_citation":
+    `raw` where it is one: a Responses annotation, flat, is not), its span counted from
+    `offset` in the message's text."""
+    if citation.raw is not None and type(citation.raw.get("url_citation")) is dict:
         return citation.raw
     if citation.url is None:
         raise ValueError(

@@ -416,7 +416,7 @@ def _annotation(c: Citation, offset: int) -> dict[str, Any]:
 
 def _sayable(c: Citation) -> bool:
     raw = c.raw
-    return c.url is not None or (raw is not None and raw.get("type") == "url_citation")
+    return c.url is not None or (raw is not None and type(raw.get("url_citation")) is dict)
 
 
 # --- the non-streamed answer ----------------------------------------------------------------

@@ -159,6 +159,20 @@ SCRIPTS = {
             citations=[
                 Citation(url="https://a.example/p", title="A", start=0, end=5),
                 Citation(url="https://b.example/", title="B"),
+                # A Responses upstream's annotation (flat): said in Chat's shape.
+                Citation(
+                    url="https://c.example/",
+                    title="C",
+                    start=6,
+                    end=8,
+                    raw={
+                        "type": "url_citation",
+                        "url": "https://c.example/",
+                        "title": "C",
+                        "start_index": 6,
+                        "end_index": 8,
+                    },
+                ),
             ],
         ),
         stop="tool_use",
