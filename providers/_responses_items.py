@@ -29,6 +29,7 @@ from ._responses_builtin import (
 
 __all__ = [
     "SERVER_DELTAS",
+    "USAGE_PATHS",
     "Items",
     "annotation_added",
     "call_done",
@@ -310,8 +311,9 @@ def server_tool_usage(items: Items, response: dict[str, Any], usage: dict[str, A
 
 # --- usage ---------------------------------------------------------------------------
 
-# Our usage field <- where the Responses usage object holds it.
-_USAGE_PATHS: dict[str, tuple[str, ...]] = {
+# Our usage field <- where the Responses usage object holds it (the dialect's encoder,
+# `_responses_encode`, writes usage from the same table).
+USAGE_PATHS: dict[str, tuple[str, ...]] = {
     "input": ("input_tokens",),
     "output": ("output_tokens",),
     "cached": ("input_tokens_details", "cached_tokens"),
@@ -332,7 +334,7 @@ def _find(usage: dict[str, Any], path: tuple[str, ...]) -> int | None:
 
 
 def usage(asm: Assembler, usage: dict[str, Any]) -> None:
-    got = {name: _find(usage, path) for name, path in _USAGE_PATHS.items()}
+    got = {name: _find(usage, path) for name, path in USAGE_PATHS.items()}
     if got["input"] is None and got["output"] is None:
         return
     cached, cache_write = got["cached"] or 0, got["cache_write"] or 0

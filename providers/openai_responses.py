@@ -138,6 +138,11 @@ _KEY_ENV: dict[str, str] = {
     "groq": "GROQ_API_KEY",
 }
 
+REASONING_SUMMARY = "auto"
+"""`reasoning.summary` sent by default with reasoning (`extra["reasoning_summary"]`)."""
+LONG_CACHE_RETENTION = "24h"
+"""`prompt_cache_retention` sent for `cache_retention="long"` (OpenAI's own API)."""
+
 _AZURE_CLASSIC_VERSION = "2025-04-01-preview"
 """`api-version` for a classic `.../openai` base URL (the `/openai/v1` API needs none)."""
 
@@ -218,7 +223,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
         fmt["strict"] = spec.strict
         payload.setdefault("text", {})["format"] = fmt
     if model.reasoning:
-        summary = extra.get("reasoning_summary", "auto")
+        summary = extra.get("reasoning_summary", REASONING_SUMMARY)
         if options.reasoning is not None or "reasoning_summary" in extra:
             reasoning: dict[str, Any] = {}
             if options.reasoning is not None:
@@ -235,7 +240,7 @@ def _build_request(model: Model, context: Context, options: StreamOptions) -> Wi
     if options.session_id and options.cache_retention != "none":
         payload["prompt_cache_key"] = options.session_id
         if options.cache_retention == "long" and "api.openai.com" in model.base_url:
-            payload["prompt_cache_retention"] = "24h"
+            payload["prompt_cache_retention"] = LONG_CACHE_RETENTION
     if "service_tier" in extra:
         payload["service_tier"] = extra["service_tier"]
     return WireRequest(url=_url(model, options), payload=payload)
