@@ -15,9 +15,13 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import signal
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 from ._common import usage_error
@@ -132,6 +136,28 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             import httptools  # noqa: F401
         except ImportError:
             return usage_error(err, "--http httptools: pip install httptools")
+    # uvicorn shuts down gracefully at SIGTERM, then raises it again: it lands here, so the
+    # scratch folder is removed and the exit is a normal one.
+    if threading.current_thread() is not threading.main_thread():
+        return _serve(serve, args, err)
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _serve(serve, args, err)
+    except _Terminated:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+def _serve(serve: Callable[..., None], args: argparse.Namespace, err: TextIO) -> int:
     with tempfile.TemporaryDirectory(prefix="stream-core-gateway-") as scratch:
         if args.config:
             path = Path(args.config)

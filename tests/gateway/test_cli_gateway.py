@@ -145,9 +145,11 @@ def test_without_uvicorn_it_says_what_to_install(
 @pytest.mark.slow
 def test_several_workers_serve_one_port(tmp_path: Path) -> None:
     up = ChatUpstream()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     gw = GatewayProcess(
         ["--model", "m=openai/gpt-4o-mini", "--base-url", up.url, "--workers", "2"],
-        {"OPENAI_API_KEY": "sk-vendor-workers-1"},
+        {"OPENAI_API_KEY": "sk-vendor-workers-1", "TMPDIR": str(scratch)},
         tmp_path,
     )
     try:
@@ -161,7 +163,8 @@ def test_several_workers_serve_one_port(tmp_path: Path) -> None:
             assert r.json()["choices"][0]["message"]["content"] == "x" * 24
         assert httpx.get(gw.url + "/health").json() == {"status": "ok"}
         gw.proc.terminate()
-        gw.proc.wait(30)
+        assert gw.proc.wait(30) == 0
+        assert list(scratch.iterdir()) == []  # the quick flags' config file is gone
         output = gw.output()
         assert output.count("POST /v1/chat/completions 200") == 4
         assert output.count("Started server process") == 2

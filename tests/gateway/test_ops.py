@@ -190,7 +190,7 @@ def test_sigterm_mid_stream_ends_the_stream_cleanly(tmp_path: Path) -> None:
             },
         }
         assert up.requests[-1].closed.wait(10)
-        assert gw.proc.wait(20) in (0, -signal.SIGTERM)
+        assert gw.proc.wait(20) == 0
         assert VENDOR_KEY not in gw.output()
     finally:
         gw.stop()
@@ -224,7 +224,7 @@ def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
             if line.startswith("data:") and '"content_block_delta"' in line
         )
         assert text == "x" * 8 * 30
-        assert gw.proc.wait(20) in (0, -signal.SIGTERM)
+        assert gw.proc.wait(20) == 0
     finally:
         gw.stop()
         up.close()
