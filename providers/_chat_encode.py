@@ -162,8 +162,16 @@ def usage_of(usage: Usage, *, details: bool = True) -> dict[str, Any]:
     return out
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ASCII = json.JSONEncoder(separators=(",", ":")).encode
+_STRING = json.encoder.encode_basestring  # a JSON string, in C
+
+
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    try:
+        return _ENCODE(value).encode()
+    except UnicodeEncodeError:  # a lone surrogate a vendor escaped: escaped again
+        return _ASCII(value).encode()
 
 
 def _reasoning_field(block: ThinkingContent) -> str:
@@ -259,7 +267,11 @@ class ChatEncoder:
             if self._mistral:
                 self._texts.setdefault(i, []).append(d.delta)
                 return b""
-            return self._pre + b'{"content":' + _dumps(d.delta) + b'},"finish_reason":null}]}\n\n'
+            try:
+                said = _STRING(d.delta).encode()
+            except UnicodeEncodeError:
+                said = _dumps(d.delta)
+            return self._pre + b'{"content":' + said + b'},"finish_reason":null}]}\n\n'
         if kind == "thinking_delta":
             block = message.content[i]
             if self._mistral and getattr(block, "signature", None) == "thinking":
@@ -432,7 +444,8 @@ def message_body(
     thinking: list[ThinkingContent] = []
     calls: list[dict[str, Any]] = []
     images: list[Any] = []
-    carried = carrier(message) if carrier is not None else None
+    has_calls = any(isinstance(b, ToolCall) for b in message.content)
+    carried = carrier(message) if carrier is not None and has_calls else None
     for block in message.content:
         if isinstance(block, TextContent):
             cited = [c for c in block.citations or () if _sayable(c)]

@@ -29,7 +29,9 @@ from stream_core import (
     StreamError,
     StreamOptions,
     TextContent,
+    TextDelta,
     ThinkingContent,
+    ThinkingDelta,
     Tool,
     ToolCall,
     ToolCallDelta,
@@ -643,3 +645,15 @@ async def test_a_call_named_after_its_first_arguments_is_sent_once_named() -> No
     body += encoder.feed(MessageEnd(live))
     back = await read(body)
     assert [(b.id, b.name, b.arguments) for b in back.content] == [("call_late", "late", {"a": 1})]
+
+
+def test_a_lone_surrogate_from_upstream_is_escaped_not_a_crash() -> None:
+    live = msg(TextContent(text="a\ud800b"), ThinkingContent(thinking="\udfff"))
+    encoder = CHAT.encoder("client-model", None)
+    body = encoder.feed(MessageStart(live))
+    body += encoder.feed(MessageUpdate(live, TextDelta(0, "a\ud800b")))
+    body += encoder.feed(MessageUpdate(live, ThinkingDelta(1, "\udfff")))
+    body += encoder.feed(MessageEnd(live))
+    chunks = sse_events(body)
+    assert chunks[1]["choices"][0]["delta"] == {"content": "a\ud800b"}
+    assert chunks[2]["choices"][0]["delta"] == {"reasoning_content": "\udfff"}
