@@ -14,6 +14,7 @@ from .._events import (
     AssistantStreamEvent,
     BlockEnd,
     BlockStart,
+    CitationAdded,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -75,79 +76,35 @@ def ndjson(lines: list[dict[str, Any]]) -> bytes:
 
 
 def anthropic(t: _Turn) -> bytes:
-    usage = {
-        "input_tokens": u(t, "input"),
-        "cache_creation_input_tokens": u(t, "cache_write"),
-        "cache_read_input_tokens": u(t, "cache_read"),
-        "output_tokens": 0,
-    }
-    events: list[tuple[str | None, Any]] = [
-        (
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": "msg_synthetic",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": MODEL,
-                    "content": [],
-                    "stop_reason": None,
-                    "usage": usage,
-                },
-            },  # fmt: skip
-        )
-    ]
-    # Server calls and results, vendor blocks, citations: the provider's own codec.
-    codec: Any = importlib.import_module("stream_core.providers._anthropic_blocks")
+    """The turn's events written by the provider's own encoder (the gateway's). What the
+    Messages API cannot say raises first, named (`_anthropic_blocks`' script checks: a
+    citation's span, a block it has no block for, a result that would read back otherwise)."""
+    checks: Any = importlib.import_module("stream_core.providers._anthropic_blocks")
+    codec: Any = importlib.import_module("stream_core.providers._anthropic_encode")
     data = [b.data for b in t.blocks]
-    i = -1
     for n, b in enumerate(t.blocks):
-        start: dict[str, Any]
-        if b.kind == "text":
-            start = {"type": "text", "text": ""}
-            deltas = [{"type": "citations_delta", "citation": codec.script_citation(c)}
-                      for c in b.citations] + [{"type": "text_delta", "text": b.text}]  # fmt: skip
-        elif b.kind == "thinking" and b.redacted:
-            start, deltas = {"type": "redacted_thinking", "data": b.signature or ""}, []
-        elif b.kind == "thinking":
-            start = {"type": "thinking", "thinking": ""}
-            deltas = [{"type": "thinking_delta", "thinking": b.text}]
-            if b.signature:
-                deltas.append({"type": "signature_delta", "signature": b.signature})
-        elif b.kind == "block":
-            written = codec.encode_streamed(data, n)
-            if written is None:
-                continue  # a generated file: its result block carries it
-            start, deltas = written
-        else:
-            start = {"type": "tool_use", "id": b.id, "name": b.name, "input": {}}
-            if b.tool.get("caller"):
-                start["caller"] = b.tool["caller"]
-            deltas = [{"type": "input_json_delta", "partial_json": b.text}]
-        i += 1
-        block_start = {"type": "content_block_start", "index": i, "content_block": start}
-        events.append(("content_block_start", block_start))
-        for d in deltas:
-            delta = {"type": "content_block_delta", "index": i, "delta": d}
-            events.append(("content_block_delta", delta))
-        if t.failed is None:
-            events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    if t.failed is not None:
-        word, message = t.failed
-        events.append(("error", {"type": "error", "error": {"type": word, "message": message}}))
-        return sse(events)
-    stop: dict[str, Any] = {"stop_reason": t.vendor_stop, "stop_sequence": None}
-    if t.detail:
-        stop["stop_details"] = {"explanation": t.detail}
-    if t.container:
-        stop["container"] = t.container
-    end_usage: dict[str, Any] = {"output_tokens": u(t, "output")}
-    if t.server_tools:
-        end_usage["server_tool_use"] = codec.encode_server_tool_counts(t.server_tools)
-    end = {"type": "message_delta", "delta": stop, "usage": end_usage}
-    events += [("message_delta", end), ("message_stop", {"type": "message_stop"})]
-    return sse(events)
+        if b.kind == "block":
+            checks.encode_streamed(data, n)
+        for c in b.citations:
+            checks.script_citation(c)
+    message, events = turn_events(t, "anthropic-messages")
+    message.response_id = "msg_synthetic"
+    message.container = t.container
+    for b, block in zip(t.blocks, message.content, strict=True):
+        if isinstance(block, ToolCall) and b.tool.get("caller"):
+            block.caller = b.tool["caller"]  # a programmatic call
+    encoder = codec.Encoder(MODEL)
+    out = []
+    for event in events:
+        out.append(encoder.feed(event))
+        delta = getattr(event, "delta", None)
+        if delta is not None and delta.type == "text_start":
+            # Anthropic streams a cited block's citations before its text.
+            i = delta.content_index
+            cited = message.content[i]
+            for c in cited.citations or () if isinstance(cited, TextContent) else ():
+                out.append(encoder.feed(MessageUpdate(message, CitationAdded(i, c))))
+    return b"".join(out)
 
 
 # --- OpenAI Chat Completions and Mistral -----------------------------------------------------
@@ -219,171 +176,33 @@ def turn_events(t: _Turn, api: str) -> tuple[AssistantMessage, list[AssistantStr
 
 
 def responses(t: _Turn) -> bytes:
-    # Server tools, built-in calls, approvals, vendor items, citations: the provider's codec.
-    codec: Any = importlib.import_module("stream_core.providers._responses_builtin_out")
-    events: list[tuple[str | None, Any]] = []
-    n = 0
-
-    def add(kind: str, **data: Any) -> None:
-        nonlocal n
-        events.append((kind, {"type": kind, "sequence_number": n, **data}))
-        n += 1
-
-    response = {"id": "resp_synthetic", "object": "response", "model": MODEL, "output": []}
-    add("response.created", response={**response, "status": "in_progress"})
-    items: list[dict[str, Any]] = []
-    for k, b in enumerate(t.blocks):
-        if b.kind == "text":
-            item_id = f"msg_{k}"
-            item: dict[str, Any] = {
-                "type": "message",
-                "id": item_id,
-                "role": "assistant",
-                "status": "in_progress",
-                "content": [],
-            }
-            add("response.output_item.added", output_index=k, item=item)
-            part = {"type": "output_text", "text": "", "annotations": []}
-            add(
-                "response.content_part.added",
-                item_id=item_id,
-                output_index=k,
-                content_index=0,
-                part=part,
-            )
-            add(
-                "response.output_text.delta",
-                item_id=item_id,
-                output_index=k,
-                content_index=0,
-                delta=b.text,
-            )
-            notes = [codec.script_annotation(c) for c in b.citations]
-            for i, note in enumerate(notes):
-                add(
-                    "response.output_text.annotation.added",
-                    item_id=item_id,
-                    output_index=k,
-                    content_index=0,
-                    annotation_index=i,
-                    annotation=note,
-                )
-            done_part = {**part, "text": b.text, "annotations": notes}
-            add(
-                "response.output_text.done",
-                item_id=item_id,
-                output_index=k,
-                content_index=0,
-                text=b.text,
-            )
-            add(
-                "response.content_part.done",
-                item_id=item_id,
-                output_index=k,
-                content_index=0,
-                part=done_part,
-            )
-            item = {**item, "status": "completed", "content": [done_part]}
-        elif b.kind == "thinking":
-            item_id = f"rs_{k}"
-            item = {"type": "reasoning", "id": item_id, "summary": []}
-            add("response.output_item.added", output_index=k, item=item)
-            part = {"type": "summary_text", "text": ""}
-            add(
-                "response.reasoning_summary_part.added",
-                item_id=item_id,
-                output_index=k,
-                summary_index=0,
-                part=part,
-            )
-            add(
-                "response.reasoning_summary_text.delta",
-                item_id=item_id,
-                output_index=k,
-                summary_index=0,
-                delta=b.text,
-            )
-            add(
-                "response.reasoning_summary_text.done",
-                item_id=item_id,
-                output_index=k,
-                summary_index=0,
-                text=b.text,
-            )
-            add(
-                "response.reasoning_summary_part.done",
-                item_id=item_id,
-                output_index=k,
-                summary_index=0,
-                part={**part, "text": b.text},
-            )
-            item = {**item, "summary": [{"type": "summary_text", "text": b.text}]}
-        elif b.kind == "block" or b.tool.get("builtin"):
-            if b.kind == "block":
-                written = codec.encode_block(b.data, items[-1] if items else None)
-            else:
-                written = codec.builtin_call_item(_codec_tool(b))
-            if written is None:
-                continue  # a reading written into the item before it
-            item = written
-            shown = {**item, "status": "in_progress"}
-            add("response.output_item.added", output_index=k, item=shown)
-        else:
-            item_id = f"fc_{k}"
-            item = {
-                "type": "function_call",
-                "id": item_id,
-                "call_id": b.id,
-                "name": b.name,
-                "arguments": "",
-                "status": "in_progress",
-            }
-            add("response.output_item.added", output_index=k, item=item)
-            add(
-                "response.function_call_arguments.delta",
-                item_id=item_id,
-                output_index=k,
-                delta=b.text,
-            )
-            add(
-                "response.function_call_arguments.done",
-                item_id=item_id,
-                output_index=k,
-                arguments=b.text,
-            )
-            item = {**item, "arguments": b.text, "status": "completed"}
-            if b.tool.get("raw") is not None:
-                item = b.tool["raw"]  # the vendor's item (a program's call, a namespace)
-            elif b.tool.get("caller") is not None:
-                item["caller"] = b.tool["caller"]
-        if t.failed is None:
-            add("response.output_item.done", output_index=k, item=item)
-        items.append(item)
-    if t.failed is not None:
-        word, message = t.failed
-        add("error", code=word, message=message, param=None)
-        return sse(events)
-    usage = {
-        "input_tokens": u(t, "input") + u(t, "cache_read"),
-        "input_tokens_details": {"cached_tokens": u(t, "cache_read")},
-        "output_tokens": u(t, "output"),
-        "output_tokens_details": {"reasoning_tokens": u(t, "reasoning")},
-        "total_tokens": u(t, "input") + u(t, "cache_read") + u(t, "output"),
-    }
-    final = {**response, "output": items, "usage": usage}
-    if t.stop == "length":
-        final.update(status="incomplete", incomplete_details={"reason": "max_output_tokens"})
-        add("response.incomplete", response=final)
-    else:
-        add("response.completed", response={**final, "status": "completed"})
-    return sse(events)
-
-
-def _codec_tool(b: _Block) -> Any:
-    """A scripted built-in call as the `ToolCall` the Responses codec writes."""
-    from .._types import ToolCall
-
-    return ToolCall(id=b.id, name=b.name, arguments=arguments(b, "openai-responses"), **b.tool)
+    """The turn's events written by the provider's own encoder (the gateway's), strict:
+    what the Responses API cannot say raises, named (a citation's field, a server result
+    its call item cannot hold, a file not made by an image generation). A message's
+    `text_signature` (its id and phase), a reasoning item kept in a thinking block's
+    signature, and a call's item id, `raw`, `caller` and built-in type are written back
+    as the translator reads them."""
+    codec: Any = importlib.import_module("stream_core.providers._responses_encode")
+    message, events = turn_events(t, "openai-responses")
+    message.response_id = "resp_synthetic"
+    for b, block in zip(t.blocks, message.content, strict=True):
+        if isinstance(block, TextContent):
+            block.text_signature = b.text_signature
+        elif isinstance(block, ToolCall):
+            for name, value in b.tool.items():
+                setattr(block, name, value)  # thought_signature, caller, builtin, raw
+    encoder = codec.ResponsesEncoder(MODEL, strict=True)
+    out = []
+    for event in events:
+        delta = getattr(event, "delta", None)
+        if delta is not None and delta.type == "text_end":
+            # A message's annotations come as its text is done.
+            i = delta.content_index
+            cited = message.content[i]
+            for c in cited.citations or () if isinstance(cited, TextContent) else ():
+                out.append(encoder.feed(MessageUpdate(message, CitationAdded(i, c))))
+        out.append(encoder.feed(event))
+    return b"".join(out)
 
 
 # --- Gemini ----------------------------------------------------------------------------------
