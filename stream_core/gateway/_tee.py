@@ -45,6 +45,8 @@ _FRAME_END = (b"\n\n", b"\r\n\r\n", b"\r\r")
 
 def _frame_end(buffer: bytearray) -> int:
     """Where the last complete SSE frame in `buffer` ends (0: none yet)."""
+    if buffer.endswith(b"\n\n"):  # a read that ends with its last event: the usual case
+        return len(buffer)
     end = 0
     for sep in _FRAME_END:
         at = buffer.rfind(sep)
@@ -58,21 +60,23 @@ class Attempt:
     taken. `ended` is set once its body is over (read to its end, closed, or failed);
     `eof`: read to its end."""
 
-    __slots__ = ("ended", "eof", "headers", "live", "pending", "status")
+    __slots__ = ("encoded", "ended", "eof", "headers", "live", "pending", "status")
 
     def __init__(self) -> None:
         self.status = 0
         self.headers: httpx.Headers = httpx.Headers()
+        self.encoded = False
+        """The body is content-encoded (gzip ...): forwarded as it came, with its header."""
         self.pending = bytearray()
         self.live = True
         self.eof = False
         self.ended = anyio.Event()
 
-    @property
-    def encoded(self) -> bool:
-        """The body is content-encoded (gzip ...): forwarded as it came, with its header."""
-        coding = self.headers.get("content-encoding", "").strip().lower()
-        return coding not in ("", "identity")
+    def answered(self, response: httpx.Response) -> None:
+        self.status = response.status_code
+        self.headers = headers = response.headers
+        coding = headers.get("content-encoding", "").strip().lower()
+        self.encoded = coding not in ("", "identity")
 
     @property
     def media(self) -> str:
@@ -135,7 +139,8 @@ class Tee:
         if attempt is None or not attempt.pending:
             return b""
         buffer = attempt.pending
-        if whole or attempt.encoded:
+        encoded = attempt.encoded
+        if whole or encoded:
             out = bytes(buffer)
             buffer.clear()
         else:
@@ -148,7 +153,7 @@ class Tee:
             else:
                 out = bytes(buffer[:end])
                 del buffer[:end]
-        if self.drop_usage_chunk and not attempt.encoded:
+        if self.drop_usage_chunk and not encoded:
             out = _without_usage_chunk(out)
         return out
 
@@ -252,8 +257,7 @@ class _Transport(httpx.AsyncBaseTransport):
                 attempt.ended.set()
             raise
         if attempt is not None:
-            attempt.status = response.status_code
-            attempt.headers = response.headers
+            attempt.answered(response)
         response.stream = _Body(response.stream, attempt, self, index)
         return response
 
