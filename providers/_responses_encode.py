@@ -42,6 +42,7 @@ from stream_core import (
     BlockStart,
     Citation,
     CitationAdded,
+    ErrorKind,
     MessageEnd,
     MessageUpdate,
     TextContent,
@@ -57,12 +58,13 @@ from stream_core import (
     ToolCallEnd,
     ToolCallStart,
 )
+from stream_core.provider import error_from_vendor
 
 from ._chat_encode import ERRORS
 from ._responses_builtin import SERVER_CALLS
 from ._responses_builtin_out import annotation, builtin_call_item, encode_block, script_annotation
 from ._responses_encode_parts import arguments, events_of, foreign, shown_call, usage
-from .openai_responses import API, WIRE
+from .openai_responses import API, ERROR_KINDS, WIRE
 
 __all__ = ["ResponsesEncoder", "events_of", "response_body"]
 
@@ -437,6 +439,18 @@ class ResponsesEncoder:
 
     # --- the end --------------------------------------------------------------------------
 
+    def _code(self, kind: ErrorKind, text: str) -> str:
+        """OpenAI's code for a failure of `kind` (`ERRORS`). Strict (`vendor_bytes`): a
+        code the translator reads back as another kind (`budget` is OpenAI's
+        `insufficient_quota`, read as `rate_limit`) gives way to the kind's own name."""
+        _, word, code = ERRORS.get(kind, ERRORS["server"])
+        said = code or word
+        if self.strict:
+            back = error_from_vendor(said, text, extra_kinds=ERROR_KINDS).kind
+            if back != error_from_vendor(kind, text, extra_kinds=ERROR_KINDS).kind:
+                said = kind
+        return said
+
     def _end(self, message: AssistantMessage, out: list[bytes]) -> None:
         for index in sorted(self._open):
             handler = _ENDS[self._open[index].kind]
@@ -459,10 +473,9 @@ class ResponsesEncoder:
             final.update(status="incomplete", incomplete_details={"reason": _INCOMPLETE[rule]})
             kind = "response.incomplete"
         elif rule in ("error", "aborted"):
-            said = error.kind if error is not None else "server"
-            _, word, code = ERRORS.get(said, ERRORS["server"])
+            said: ErrorKind = error.kind if error is not None else "server"
             text = error.message if error is not None else "the upstream failed"
-            final.update(status="failed", error={"code": code or word, "message": text})
+            final.update(status="failed", error={"code": self._code(said, text), "message": text})
             kind = "response.failed"
         else:
             final["status"] = "completed"

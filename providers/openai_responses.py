@@ -109,8 +109,9 @@ _STOP_REASONS: dict[str, StopRule] = {
     "content_filter": "content_filter",
 }
 
-# Error codes of `error` events and `response.failed` that the shared table does not know.
-_ERROR_KINDS: dict[str, ErrorKind] = {
+# Error codes of `error` events and `response.failed` that the shared table does not know
+# (the dialect's encoder, `_responses_encode`, checks what it writes against both).
+ERROR_KINDS: dict[str, ErrorKind] = {
     "invalid_prompt": "invalid_request",
     "invalid_image": "invalid_request",
     "invalid_image_format": "invalid_request",
@@ -464,7 +465,7 @@ def _failure(response: dict[str, Any], status: str, where: str) -> StreamError:
     if error is not None:
         code = optional_field(error, "code", str, f"{where}.error")
         vendor_type, message = vendor_error_fields({"error": error})
-        return error_from_vendor(code or vendor_type, message, extra_kinds=_ERROR_KINDS)
+        return error_from_vendor(code or vendor_type, message, extra_kinds=ERROR_KINDS)
     return error_from_vendor(None, f"response {status} without error details")
 
 
@@ -481,7 +482,7 @@ def _error_event(obj: dict[str, Any]) -> None:
     kind_key = code if isinstance(code, str) and code else vendor_type
     status = code if isinstance(code, int) else None
     raise StreamFailure(
-        error_from_vendor(kind_key, message, status=status, extra_kinds=_ERROR_KINDS)
+        error_from_vendor(kind_key, message, status=status, extra_kinds=ERROR_KINDS)
     )
 
 
