@@ -49,6 +49,10 @@ DEGRADATIONS: dict[str, dict[str, str]] = {
         "safety_identifier": "not sent to a foreign upstream",
         "service_tier": "not sent to a foreign upstream",
         "client_metadata": "not sent to a foreign upstream",
+        "text.verbosity": "not sent to a foreign upstream (no such control)",
+        "reasoning.summary": "thinking is shown as the upstream gives it, summarized or not",
+        "reasoning.generate_summary": "thinking is shown as the upstream gives it",
+        "reasoning.effort": "xhigh is sent as high, the highest effort stream-core names",
     },
     "openai-completions": {
         "user": "not sent to a foreign upstream",
