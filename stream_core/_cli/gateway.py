@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import ipaddress
 import json
 import signal
 import sys
@@ -170,9 +171,14 @@ def _serve(serve: Callable[..., None], args: argparse.Namespace, err: TextIO) ->
                 return usage_error(err, str(exc))
             path = Path(scratch) / "gateway.toml"
             path.write_text(text, encoding="utf-8")
-        problem = _check(path)
+        problem, open_to_all = _check(path)
         if problem is not None:
             return usage_error(err, problem)
+        if open_to_all and not _loopback(args.host):
+            err.write(
+                f"warning: the config lists no [keys]: anyone who reaches {args.host} "
+                "spends your vendor keys\n"
+            )
         try:
             serve(
                 path,
@@ -209,9 +215,9 @@ def _quick_config(args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _check(path: Path) -> str | None:
+def _check(path: Path) -> tuple[str | None, bool]:
     """What is wrong with the config at `path`, found before serving (every model name
-    that is not a glob resolves to its catalog model), or None."""
+    resolves to its catalog model or route), or None; and whether it lists no keys."""
     from ..gateway import load_config
 
     try:
@@ -220,8 +226,15 @@ def _check(path: Path) -> str | None:
             config.target(name)
     except (ValueError, KeyError, OSError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        return f"{path}: {message}"
-    return None
+        return f"{path}: {message}", False
+    return None, not config.keys
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _hash_key(out: TextIO, err: TextIO) -> int:

@@ -123,6 +123,15 @@ def test_usage_errors_name_the_problem(
     assert served == []
 
 
+def test_an_open_gateway_off_loopback_is_warned_about(
+    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["gateway", "--model", "openai/gpt-5", "--host", "0.0.0.0"], capsys)
+    assert code == 0 and "warning: the config lists no [keys]" in err
+    code, _, err = run(["gateway", "--model", "openai/gpt-5", "--host", "::1"], capsys)
+    assert code == 0 and err == ""
+
+
 def test_a_config_with_a_mistake_is_refused_before_serving(
     tmp_path: Path, served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
