@@ -39,6 +39,8 @@ from ._anthropic_blocks import (
     API,
     CALL_TYPES,
     RESULT_SUFFIX,
+    TOOL_KINDS,
+    TOOL_TYPES,
     encode_block,
     encode_citation,
     encode_server_tool_counts,
@@ -174,10 +176,15 @@ def _anthropic_raw(block: Any) -> bool:
 
 def server_block(block: Any, following: Iterable[Any] = ()) -> dict[str, Any] | None:
     """A block of a `block_*` kind as Anthropic's block, or None where it has none (a file,
-    an approval request, another API's vendor block: the carrier keeps those)."""
+    an approval request, another API's vendor block: the carrier keeps those). Another
+    API's server call or result of a kind Anthropic runs is said in Anthropic's words (a
+    Gemini `google_search` as `web_search` and `web_search_tool_result`)."""
     if isinstance(block, (ServerToolCall, ServerToolResult)):
-        if block.raw is not None and not _anthropic_raw(block):
-            block = block.model_copy(update={"raw": None})
+        if not _anthropic_raw(block):
+            foreign: dict[str, Any] = {"raw": None}
+            if block.kind in TOOL_TYPES and TOOL_KINDS.get(block.name) != block.kind:
+                foreign["name"] = TOOL_TYPES[block.kind][1]
+            block = block.model_copy(update=foreign)
     elif not (isinstance(block, VendorContent) and block.api == API):
         return None
     try:

@@ -3,7 +3,10 @@ of `anthropic._build_request` (tests/gateway/test_dialect_anthropic.py builds, p
 compares), reading the same tables (`TOOL_CHOICES`, `_anthropic_blocks`' tool types and
 kinds, `ADAPTIVE_EFFORTS`, `THINKING_BUDGETS`).
 
-- `system` (a string or text blocks, joined by a blank line) -> `system_prompt`;
+- `system` (a string or text blocks, joined by a blank line) -> `system_prompt`, and
+  after it the text of each `{"role": "system"}` turn of `messages` (Anthropic's
+  mid-conversation system messages, which Claude Code sends: their place in the history
+  is not kept, a documented degradation);
 - `messages`: user text, `image` (base64 -> `ImageContent`; by URL or file id ->
   `FileContent`), `document` (PDF or plain text by data, URL or file id -> `FileContent`,
   `title` its name, `citations.enabled` its `citations`), `tool_result` (-> one
@@ -125,6 +128,8 @@ class _Reader:
         self.carriers: dict[int, str] = {}
         self.calls: dict[str, str] = {}
         """A tool call's id -> its tool's name (a result's `tool_name`)."""
+        self.late_system: list[str] = []
+        """The text of the `system` turns among the messages."""
         self.servers: dict[str, str] = {}
         """A server call's id -> its tool's name (the result's reading needs it)."""
 
@@ -162,18 +167,25 @@ class _Reader:
     # --- system ------------------------------------------------------------------------
 
     def _system(self) -> str | None:
+        """`system` and the text of every `system` turn of `messages` (Anthropic's
+        mid-conversation system messages, which Claude Code sends), in order."""
         system = get(self.body, "system", (str, list), "system")
-        if system is None or isinstance(system, str):
-            return system or None
-        texts = []
-        for i, block in enumerate(system):
-            where = f"system[{i}]"
-            block = obj(block, where)
-            if block.get("type") != "text":
-                raise RequestFieldError(f"{where}.type", "a system prompt holds text blocks only")
-            texts.append(get(block, "text", str, f"{where}.text", required=True))
-            self._extra(block, {"type", "text"}, where)
+        texts = self._texts(system, "system") + self.late_system
         return "\n\n".join(texts) or None
+
+    def _texts(self, value: str | list[Any] | None, where: str) -> list[str]:
+        """A system prompt's text: a string, or text blocks."""
+        if value is None or isinstance(value, str):
+            return [value] if value else []
+        texts = []
+        for i, block in enumerate(value):
+            at = f"{where}[{i}]"
+            block = obj(block, at)
+            if block.get("type") != "text":
+                raise RequestFieldError(f"{at}.type", "a system prompt holds text blocks only")
+            texts.append(get(block, "text", str, f"{at}.text", required=True))
+            self._extra(block, {"type", "text"}, at)
+        return texts
 
     # --- messages ----------------------------------------------------------------------
 
@@ -193,9 +205,12 @@ class _Reader:
                 self._user(content, where)
             elif role == "assistant":
                 self._assistant(content, where)
+            elif role == "system":
+                # A mid-conversation system turn: its text joins the system prompt.
+                self.late_system += self._texts(content, f"{where}.content")
             else:
                 raise RequestFieldError(
-                    f"{where}.role", f"expected user or assistant, got {role!r}"
+                    f"{where}.role", f"expected user, assistant or system, got {role!r}"
                 )
 
     def _user(self, content: str | list[Any], where: str) -> None:

@@ -31,7 +31,9 @@ from stream_core import (
     MessageStart,
     MessageUpdate,
     Model,
+    ServerToolCall,
     ServerToolResult,
+    Source,
     StreamError,
     StreamOptions,
     TextContent,
@@ -522,3 +524,37 @@ def test_a_foreign_stream_names_calls_late_cites_late_and_keeps_no_file() -> Non
     final = _sdk(body)
     assert [b.type for b in final.content] == ["tool_use", "text"]
     assert final.content[1].citations[0].url == "https://g.example"
+
+
+def test_another_vendors_web_search_is_said_in_anthropics_words() -> None:
+    """Gemini names its search `google_search` (kind web_search): an Anthropic client gets
+    a `web_search` call and a `web_search_tool_result` listing the sources."""
+    found = ServerToolResult(
+        call_id="g1",
+        name="google_search",
+        kind="web_search",
+        sources=[Source(url="https://w.example", title="W")],
+        raw={"groundingChunks": []},
+    )
+    searched = AssistantMessage(
+        api="faux", provider="faux", model="m",
+        content=[
+            ServerToolCall(id="g1", name="google_search", kind="web_search",
+                           input={"query": "w"}, raw={"googleSearch": {}}),
+            found,
+            TextContent(text="Sunny."),
+        ],
+    )  # fmt: skip
+    message, back, body = _faux(faux_message(searched))
+    starts = [d["content_block"] for n, d in _events(body) if n == "content_block_start"]
+    assert [(b["type"], b.get("name")) for b in starts] == [
+        ("server_tool_use", "web_search"),
+        ("web_search_tool_result", None),
+        ("text", None),
+    ]
+    assert starts[1]["content"][0]["url"] == "https://w.example"
+    call, result = back.content[:2]
+    assert (call.name, call.kind, call.input) == ("web_search", "web_search", {"query": "w"})  # type: ignore[union-attr]
+    assert [s.url for s in result.sources] == ["https://w.example"]  # type: ignore[union-attr]
+    final = _sdk(body)
+    assert [b.type for b in final.content] == ["server_tool_use", "web_search_tool_result", "text"]

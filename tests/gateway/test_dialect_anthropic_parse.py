@@ -470,7 +470,7 @@ def test_fields_with_no_place_are_kept_by_their_path() -> None:
         ({"temperature": "hot"}, "temperature"),
         ({"top_p": 2.0}, "top_p"),
         ({"stop_sequences": [""]}, "stop_sequences"),
-        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         (
             {
@@ -505,3 +505,22 @@ def test_a_field_that_cannot_be_read_is_named(change: dict[str, Any], field: str
     with pytest.raises(RequestFieldError) as caught:
         DIALECT.parse_request(_body(**change), {})
     assert caught.value.field == field
+
+
+def test_a_system_turn_among_the_messages_joins_the_system_prompt() -> None:
+    """Claude Code 2.1 sends `{"role": "system"}` at messages[1] (mid-conversation system)."""
+    body = _body(
+        system=[{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1"}],
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "system", "content": "Tools run in /tmp."},
+            {"role": "assistant", "content": "ok"},
+            {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": "go"},
+        ],
+    )
+    context = DIALECT.parse_request(body, {}).context
+    assert context.system_prompt == (
+        "x-anthropic-billing-header: cc_version=2.1\n\nTools run in /tmp.\n\nBe brief."
+    )
+    assert [m.role for m in context.messages] == ["user", "assistant", "user"]
