@@ -226,7 +226,8 @@ class Exchange:
         if opened is None:
             return
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply)
+            watch = anyio.CancelScope()
+            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply, watch)
             async with opened as s:
                 async for event in s:
                     if not started:
@@ -267,6 +268,9 @@ class Exchange:
                     chunk = encoder.feed(event)
                     if chunk:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            # The watcher stops before the last send: a server says `http.disconnect` once a
+            # response is complete, which is not the client leaving.
+            watch.cancel()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
 
@@ -281,11 +285,18 @@ def _shutting_down(message: AssistantMessage) -> None:
     message.error = StreamError(kind="overloaded", message=SHUTTING_DOWN, retryable=True)
 
 
-async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope, reply: Reply) -> None:
-    """Cancels the exchange when the client goes away: the upstream call ends at once."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            reply.error = "client_disconnected"
-            scope.cancel()
-            return
+async def _watch_disconnect(
+    receive: Receive,
+    scope: anyio.CancelScope,
+    reply: Reply,
+    watch: anyio.CancelScope | None = None,
+) -> None:
+    """Cancels the exchange when the client goes away: the upstream call ends at once.
+    `watch` (cancelled by the exchange) ends the watching without a verdict."""
+    with watch or anyio.CancelScope():
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                reply.error = "client_disconnected"
+                scope.cancel()
+                return

@@ -338,6 +338,7 @@ class _Call:
             and error is not None
             and attempt.status >= 400
             and error.status_code == attempt.status
+            and error.kind not in VENDOR_KEY_KINDS
         ):
             with anyio.move_on_after(TAIL_WAIT):
                 await attempt.ended.wait()
@@ -428,6 +429,11 @@ def _answer_headers(attempt: _tee.Attempt, media: str) -> list[tuple[bytes, byte
 
 def _is_json(media: str) -> bool:
     return media == "application/json" or media.endswith("+json")
+
+
+VENDOR_KEY_KINDS = frozenset({"auth", "permission"})
+"""Errors about the gateway's own vendor key: never forwarded as the vendor wrote them (a
+vendor may quote part of the key, and the client's key is the gateway's, not this one)."""
 
 
 def _dialect_error(body: bytes) -> bool:
