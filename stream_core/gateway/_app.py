@@ -37,6 +37,9 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 ACCESS_LOG = logging.getLogger("stream_core.gateway.access")
 
+_PROMPT_CHARS = 200
+"""With `log_prompts`: how much of the last user message the access line quotes."""
+
 DIALECT_PATHS = {
     "/v1/messages": "anthropic-messages",
     "/v1/responses": "openai-responses",
@@ -147,6 +150,8 @@ class Gateway:
                 )
             if reply.error:
                 extra += f" error={reply.error}"
+            if self.config.log_prompts and reply.prompt is not None:
+                extra += f" prompt={json.dumps(reply.prompt[:_PROMPT_CHARS])}"
         finally:
             if counted is not None:
                 self._busy[counted] -= 1

@@ -22,7 +22,16 @@ from typing import Any
 
 import anyio
 
-from stream_core import AssistantMessage, Model, Route, StreamError, StreamOptions, stream
+from stream_core import (
+    AssistantMessage,
+    Model,
+    Route,
+    StreamError,
+    StreamOptions,
+    TextContent,
+    UserMessage,
+    stream,
+)
 from stream_core.provider import Dialect, Inbound, RequestFieldError
 
 from . import _state
@@ -80,6 +89,8 @@ class Reply:
     message: AssistantMessage | None = None
     error: str | None = None
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    prompt: str | None = None
+    """The last user message's text, kept only with `GatewayConfig.log_prompts`."""
 
 
 def upstream_api(target: Model | Route) -> set[str]:
@@ -112,6 +123,8 @@ class Exchange:
             if await passthrough(self, body, headers, send, receive):
                 return self.reply  # the upstream speaks the client's dialect: its bytes
             inbound = self.dialect.parse_request(body, headers)
+            if self.config.log_prompts:
+                self.reply.prompt = _last_user_text(inbound.context.messages)
             target = self.config.target(inbound.model)
             self.reply.model = inbound.model
             if target is None:
@@ -273,6 +286,15 @@ class Exchange:
             watch.cancel()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
+
+
+def _last_user_text(messages: list[Any]) -> str:
+    for m in reversed(messages):
+        if isinstance(m, UserMessage):
+            if isinstance(m.content, str):
+                return m.content
+            return " ".join(b.text for b in m.content if isinstance(b, TextContent))
+    return ""
 
 
 SHUTTING_DOWN = "the gateway is shutting down; try again"

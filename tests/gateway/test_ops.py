@@ -496,3 +496,25 @@ def test_a_vendor_key_is_never_in_an_answer_or_a_log_line(
     for text in [*seen, logged]:
         assert VENDOR_KEY not in text
         assert VENDOR_KEY[6:20] not in text
+
+
+def test_log_prompts_quotes_the_last_user_message_clipped(
+    caplog: pytest.LogCaptureFixture, vendor_key: str
+) -> None:
+    """`log_prompts = true`: the access line quotes the start of the last user message
+    (off by default: the test above holds that no prompt is logged)."""
+    up = ChatUpstream()
+    try:
+        config = config_for(up.url)
+        config.log_prompts = True
+        caplog.set_level(logging.INFO, logger="stream_core.gateway.access")
+        with gateway_in_thread(create_app(config)) as base:
+            path, headers = ANTHROPIC
+            body = request("anthropic-messages", "x" * 500)
+            assert httpx.post(base + path, json=body, headers=headers).status_code == 200
+        lines = [r.getMessage() for r in caplog.records if r.name == "stream_core.gateway.access"]
+    finally:
+        up.close()
+    assert len(lines) == 1
+    assert f' prompt="{"x" * 200}"' in lines[0]
+    assert "x" * 201 not in lines[0]
