@@ -309,7 +309,10 @@ def test_every_recording_reads_back_the_same(body: Path) -> None:
 
 def _sdk(body: bytes, *, streamed: bool = True) -> Any:
     anthropic = pytest.importorskip("anthropic")
-    http2 = pytest.importorskip("httpx2")  # the SDK's own HTTP client
+    try:
+        import httpx2 as http2  # the SDK's own HTTP client (anthropic 2.16 and later)
+    except ImportError:
+        import httpx as http2
 
     def answer(request: Any) -> Any:
         kind = "text/event-stream" if streamed else "application/json"
