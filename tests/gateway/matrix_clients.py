@@ -344,7 +344,9 @@ class ResponsesClient:
                         urls = tuple(a.url for a in part.annotations if a.type == "url_citation")
                         content.append(("text", part.text, urls))
             elif i.type == "function_call":
-                if i.status == "incomplete" or final.status == "incomplete":
+                if i.status == "incomplete":
+                    # A cut call is marked on the item itself: an agent (Codex) runs a
+                    # function_call as its output_item.done arrives.
                     content.append(("tool-cut", i.call_id, i.name))
                 else:
                     content.append(("tool", i.call_id, i.name, json.loads(i.arguments)))

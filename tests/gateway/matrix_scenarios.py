@@ -118,6 +118,11 @@ def thinking_tool_loop(api: str) -> Plan:
     return Plan(turns, Ask(tools=True, thinking=True), state=state, encrypted=encrypted)
 
 
+def tool_loop_unstreamed(api: str) -> Plan:
+    plan = thinking_tool_loop(api)
+    return replace(plan, ask=replace(plan.ask, stream=False))
+
+
 def parallel_calls(api: str) -> Plan:
     first = _msg(TextContent(text="Checking both."), _call(api, 1, "Paris"), _call(api, 2, "Rome"),
                  stop="tool_use")  # fmt: skip
@@ -230,6 +235,7 @@ SCENARIOS: dict[str, Callable[[str], Plan]] = {
     "text": text,
     "text, not streamed": unstreamed,
     "thinking + tool loop": thinking_tool_loop,
+    "tool loop, not streamed": tool_loop_unstreamed,
     "parallel tool calls": parallel_calls,
     "structured output": structured_output,
     "length cut mid-call": length_cut,
