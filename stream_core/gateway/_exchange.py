@@ -36,7 +36,7 @@ from stream_core.provider import Dialect, Inbound, RequestFieldError
 
 from . import _state
 from ._config import GatewayConfig, GatewayKey
-from ._fit import fit_options
+from ._fit import fit_options, fit_server_tools
 from ._passthrough import passthrough
 
 __all__ = ["Exchange", "Reply"]
@@ -131,6 +131,8 @@ class Exchange:
                 await self._error(send, "not_found", f"model {inbound.model!r} is not served here")
                 return self.reply
             foreign = upstream_api(target) != {self.dialect.api}
+            if isinstance(target, Model) and target.api == self.dialect.api:
+                _stamp(inbound.context.messages, target)
             if foreign:
                 self._refuse_unmodeled(inbound)
                 inbound.context.messages = _state.restore(
@@ -166,6 +168,8 @@ class Exchange:
         if self.key is not None and self.key.budget_usd is not None:
             options.budget = f"gateway-key:{self.key.name}"
         fit_options(options, target)
+        if upstream_api(target) != {self.dialect.api}:
+            fit_server_tools(inbound.context, target)
         if isinstance(target, Model):
             env = self.config.key_env_for(target)
             if env and os.environ.get(env):
@@ -183,6 +187,19 @@ class Exchange:
         self.reply.error = kind
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
+
+    @staticmethod
+    def _failed(message: AssistantMessage, *, whole: bool = False) -> bool:
+        """Whether the answer is the dialect's HTTP error rather than a message: it ended
+        with an error before any content (`whole`: a non-streamed answer, whose error
+        after content is an error too: the dialect has no partial body). A refusal or a
+        content filter is a message in every dialect (a stop reason), never an error."""
+        if message.stop_reason not in ("error", "aborted"):
+            return False
+        error = message.error
+        if error is not None and error.kind in SAID_AS_STOP:
+            return False
+        return whole or not message.content
 
     async def _fail(self, send: Send, message: AssistantMessage) -> None:
         error = message.error
@@ -218,7 +235,7 @@ class Exchange:
         if message is None:  # the client went away: the call was cancelled, no answer
             return
         self.reply.message = message
-        if message.stop_reason in ("error", "aborted") and not message.content:
+        if self._failed(message, whole=True):
             await self._fail(send, message)
             return
         payload = self.dialect.message_body(message, inbound.model, carrier)
@@ -246,10 +263,7 @@ class Exchange:
                     if not started:
                         if event.type == "message_end":
                             self.reply.message = event.message
-                            if (
-                                event.message.stop_reason in ("error", "aborted")
-                                and not event.message.content
-                            ):
+                            if self._failed(event.message):
                                 await self._fail(send, event.message)
                                 tg.cancel_scope.cancel()
                                 return
@@ -288,6 +302,16 @@ class Exchange:
             tg.cancel_scope.cancel()
 
 
+def _stamp(messages: list[Any], target: Model) -> None:
+    """The client's assistant turns, read from its own dialect, were written by the model
+    its name maps to: they say so, so `prepare_messages` sends their signatures back (the
+    codec only knows the name the client sent)."""
+    for i, m in enumerate(messages):
+        if isinstance(m, AssistantMessage) and m.api == target.api:
+            if m.provider != target.provider or m.model != target.id:
+                messages[i] = m.model_copy(update={"provider": target.provider, "model": target.id})
+
+
 def _last_user_text(messages: list[Any]) -> str:
     for m in reversed(messages):
         if isinstance(m, UserMessage):
@@ -296,6 +320,10 @@ def _last_user_text(messages: list[Any]) -> str:
             return " ".join(b.text for b in m.content if isinstance(b, TextContent))
     return ""
 
+
+SAID_AS_STOP = frozenset({"refusal", "content_filter"})
+"""Error kinds each dialect says as a stop reason of a 200 answer (Anthropic `refusal`,
+OpenAI `content_filter`), not as an HTTP error."""
 
 SHUTTING_DOWN = "the gateway is shutting down; try again"
 

@@ -11,15 +11,22 @@ gateway guide), the options are fitted to the target; every other mismatch is st
 
 from __future__ import annotations
 
-from stream_core import Model, Route, StreamOptions
+from stream_core import Context, Model, Route, ServerTool, StreamOptions
+from stream_core.provider import get_provider
 
-__all__ = ["FITTED", "fit_options"]
+__all__ = ["FITTED", "fit_options", "fit_server_tools"]
+
+_COMMON = ("max_uses", "allowed_domains", "blocked_domains", "user_location")
+"""A `ServerTool`'s portable options, in the order they are let go."""
 
 FITTED: dict[str, str] = {
     "max_tokens": "lowered to the model's output limit (the catalog's `max_tokens`); for a "
     "route, the smallest of its deployments'",
     "reasoning": "dropped for a model that does not reason (for a route: unless every "
     "deployment reasons); thinking budgets with it",
+    "server tool options": "a server tool's max_uses, allowed_domains, blocked_domains or "
+    "user_location that the target vendor's tool has no field for is let go (Claude Code "
+    "always caps web_search with max_uses; Gemini's search takes no cap); the tool stays",
 }
 """The options a gateway request has fitted to its target, and how."""
 
@@ -44,3 +51,40 @@ def fit_options(options: StreamOptions, target: Model | Route) -> list[str]:
         options.thinking_budgets = {}
         fitted.append("reasoning")
     return fitted
+
+
+def fit_server_tools(context: Context, target: Model | Route) -> list[str]:
+    """Let go of the portable options of each server tool in `context` that a target's
+    vendor tool cannot take, as its codec's own table (`WireAPI.server_tools`) says by
+    refusing them; returns what was let go, for the access log."""
+    tools = context.tools
+    if not tools:
+        return []
+    fitted: list[str] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, ServerTool) or tool.kind == "native":
+            continue
+        fitted_tool = tool
+        for model in _models(target):
+            fitted_tool = _fit_one(fitted_tool, model.api, fitted)
+        tools[i] = fitted_tool
+    return fitted
+
+
+def _fit_one(tool: ServerTool, api: str, fitted: list[str]) -> ServerTool:
+    wire = get_provider(api).wire
+    write = wire.server_tools.get(tool.kind) if wire is not None else None
+    if write is None:
+        return tool  # not taken at all: stream() refuses it, naming the API
+    for name in (None, *_COMMON):
+        if name is not None:
+            if getattr(tool, name) is None:
+                continue
+            tool = tool.model_copy(update={name: None})
+            fitted.append(f"{tool.kind}.{name}")
+        try:
+            write(tool)
+        except ValueError:
+            continue
+        return tool
+    return tool
