@@ -174,6 +174,9 @@ class Block:
     tool: dict[str, Any] = field(default_factory=dict)
     """A tool call's optional fields as scripted: `caller`, `builtin`, `raw`,
     `thought_signature` (absent when unset)."""
+    pieces: list[str] = field(default_factory=list)
+    """`text` as the turn's frames gave it, one non-empty piece a frame: the writers send
+    each as one delta (a Gemini call in pieces as Vertex AI's `partialArgs`)."""
 
 
 @dataclass
@@ -239,13 +242,17 @@ def read_turn(turn: FauxTurn, api: str) -> Turn:
                     block = Block("text" if "text" in frame else "thinking")
                 by_index[index] = block
                 out.blocks.append(block)
-            block.text += frame.get("text") or frame.get("thinking") or frame.get("args") or ""
+            piece = frame.get("text") or frame.get("thinking") or frame.get("args")
+            if piece:
+                block.pieces.append(piece)  # joined below: no copy per piece
             if frame.get("signature"):
                 block.signature = frame["signature"]
             if frame.get("redacted"):
                 block.redacted = True
             if frame.get("text_signature") is not None:
                 block.text_signature = frame["text_signature"]
+    for b in out.blocks:
+        b.text = "".join(b.pieces)
     out.vendor_stop = stop_word(api, out.stop)
     if out.error is not None:
         kind, message = out.error

@@ -34,7 +34,7 @@ def bedrock(t: _Turn) -> bytes:
     out = frame("messageStart", {"role": "assistant"})
     for i, b in enumerate(t.blocks):
         if b.kind == "text":
-            out += delta(i, {"text": b.text})
+            out += b"".join(delta(i, {"text": p}) for p in b.pieces or [""])
             for c in b.citations:
                 out += delta(i, {"citation": codec.script_citation(c)})
         elif b.kind == "block":
@@ -48,13 +48,13 @@ def bedrock(t: _Turn) -> bytes:
         elif b.kind == "thinking" and b.redacted:
             out += delta(i, {"reasoningContent": {"redactedContent": b.signature or ""}})
         elif b.kind == "thinking":
-            out += delta(i, {"reasoningContent": {"text": b.text}})
+            out += b"".join(delta(i, {"reasoningContent": {"text": p}}) for p in b.pieces or [""])
             if b.signature:
                 out += delta(i, {"reasoningContent": {"signature": b.signature}})
         else:
             start = {"toolUse": {"toolUseId": b.id, "name": b.name}}
             out += frame("contentBlockStart", {"contentBlockIndex": i, "start": start})
-            out += delta(i, {"toolUse": {"input": b.text}})
+            out += b"".join(delta(i, {"toolUse": {"input": p}}) for p in b.pieces or [""])
         if t.failed is None:
             out += frame("contentBlockStop", {"contentBlockIndex": i})
     if t.failed is not None:
@@ -94,16 +94,12 @@ def ollama(t: _Turn, *, chat: bool) -> bytes:
             if b.kind == "text"
             else "thinking"
         )
-        if chat:
-            lines.append(
-                {
-                    **base,
-                    "message": {"role": "assistant", "content": "", key: b.text},
-                    "done": False,
-                }
-            )
-        else:
-            lines.append({**base, "response": "", key: b.text, "done": False})
+        for piece in b.pieces or [""]:  # one line a piece
+            if chat:
+                message = {"role": "assistant", "content": "", key: piece}
+                lines.append({**base, "message": message, "done": False})
+            else:
+                lines.append({**base, "response": "", key: piece, "done": False})
     if calls:
         lines.append(
             {

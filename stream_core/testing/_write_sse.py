@@ -125,18 +125,19 @@ def chat(t: _Turn, *, mistral: bool = False) -> bytes:
 
 def turn_events(t: _Turn, api: str) -> tuple[AssistantMessage, list[AssistantStreamEvent]]:
     """A read turn as the final message and the events of its stream: each block's start,
-    its whole text, arguments or typed data in one delta, its end; then the end."""
+    one delta per piece its frames gave (`Block.pieces`: a faux message's whole text or
+    arguments in one), or its typed data, its end; then the end."""
     content: list[Any] = []
     deltas: list[Any] = []
     for i, b in enumerate(t.blocks):
         if b.kind == "text":
             content.append(TextContent(text=b.text, citations=list(b.citations) or None))
-            deltas += [TextStart(i), *([TextDelta(i, b.text)] if b.text else []), TextEnd(i)]
+            deltas += [TextStart(i), *(TextDelta(i, p) for p in b.pieces), TextEnd(i)]
         elif b.kind == "thinking":
             content.append(
                 ThinkingContent(thinking=b.text, signature=b.signature, redacted=b.redacted)
             )
-            deltas += [ThinkingStart(i), *([ThinkingDelta(i, b.text)] if b.text else [])]
+            deltas += [ThinkingStart(i), *(ThinkingDelta(i, p) for p in b.pieces)]
             deltas.append(ThinkingEnd(i))
         elif b.kind == "block":
             content.append(b.data)
@@ -151,7 +152,7 @@ def turn_events(t: _Turn, api: str) -> tuple[AssistantMessage, list[AssistantStr
                 ToolCall(id=b.id, name=b.name, arguments=parsed if whole else {},
                          truncated=not whole)
             )  # fmt: skip
-            deltas += [ToolCallStart(i), *([ToolCallDelta(i, b.text)] if b.text else [])]
+            deltas += [ToolCallStart(i), *(ToolCallDelta(i, p) for p in b.pieces)]
             deltas.append(ToolCallEnd(i))
     failed = t.error is not None and t.said is not None
     message = AssistantMessage(
@@ -234,6 +235,58 @@ def _as_content(b: _Block) -> Any:
     return b.data if b.kind == "block" else None
 
 
+def _gemini_streamed_call(b: _Block) -> list[dict[str, Any]]:
+    """A call scripted in pieces as Vertex AI streams one: a part naming it, one
+    `partialArgs` part per argument value (the longest string cut so the parts number the
+    pieces less one), a part closing it: each read back as one delta."""
+    leaves: list[tuple[str, Any]] = []
+
+    def walk(path: str, value: Any) -> None:
+        if isinstance(value, dict | list) and value:
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                walk(path + _gemini_path_step(key), item)
+        elif isinstance(value, dict | list):
+            raise ValueError(f"vendor_bytes: partialArgs cannot say the empty {value!r} at {path}")
+        else:
+            leaves.append((path, value))
+
+    walk("$", arguments(b, "google-generative-ai"))
+    texts = [n for n, (_, v) in enumerate(leaves) if isinstance(v, str)]
+    longest = max(texts, key=lambda n: len(leaves[n][1]), default=None)
+    opened: dict[str, Any] = {"name": b.name, "id": b.id, "willContinue": True}
+    out: list[dict[str, Any]] = [{"functionCall": opened}]
+    if b.tool.get("thought_signature"):
+        out[0]["thoughtSignature"] = b.tool["thought_signature"]
+    for n, (path, value) in enumerate(leaves):
+        if isinstance(value, str):
+            count = 1 + max(len(b.pieces) - 1 - len(leaves), 0) if n == longest else 1
+            count = max(min(count, len(value)), 1)
+            cuts = [len(value) * k // count for k in range(count + 1)]
+            pieces = [
+                {"jsonPath": path, "stringValue": value[a:z], "willContinue": z < len(value)}
+                for a, z in zip(cuts, cuts[1:], strict=False)
+            ]
+        elif isinstance(value, bool):
+            pieces = [{"jsonPath": path, "boolValue": value}]
+        elif value is None:
+            pieces = [{"jsonPath": path, "nullValue": None}]
+        else:
+            pieces = [{"jsonPath": path, "numberValue": value}]
+        out += [{"functionCall": {"partialArgs": [p], "willContinue": True}} for p in pieces]
+    return [*out, {"functionCall": {}}]
+
+
+def _gemini_path_step(key: str | int) -> str:
+    if isinstance(key, int):
+        return f"[{key}]"
+    if key and not set(key) & set(".[]'\"\\"):
+        return f".{key}"
+    if not set(key) & set("'\"\\"):
+        return f"['{key}']"
+    raise ValueError(f"vendor_bytes: a partialArgs jsonPath cannot name the key {key!r}")
+
+
 def gemini(t: _Turn) -> bytes:
     # Server tool parts, files, vendor parts and grounding: the provider's own codec.
     codec: Any = importlib.import_module("stream_core.providers._gemini_parts")
@@ -242,30 +295,28 @@ def gemini(t: _Turn) -> bytes:
     parts: list[dict[str, Any]] = []
     texts: list[tuple[str, Any]] = []  # answer texts and their citations, for grounding
     for b in t.blocks:
-        part: dict[str, Any] | None
-        if b.kind == "text":
-            part = {"text": b.text}
-            if b.text_signature:
-                part["thoughtSignature"] = b.text_signature
-            texts.append((b.text, b.citations))
-        elif b.kind == "thinking":
-            part = {"text": b.text, "thought": True}
-            if b.signature:
-                part["thoughtSignature"] = b.signature
+        said: list[dict[str, Any]]
+        if b.kind in ("text", "thinking"):
+            # One part a piece; the signature rides on the last.
+            thought = {"thought": True} if b.kind == "thinking" else {}
+            said = [{"text": p, **thought} for p in b.pieces or [""]]
+            signature = b.text_signature if b.kind == "text" else b.signature
+            if signature:
+                said[-1]["thoughtSignature"] = signature
+            if b.kind == "text":
+                texts.append((b.text, b.citations))
         elif b.kind == "block":
             _gemini_can_say(b.data)
             part = codec.encode_block(b.data)  # None: candidate metadata, written below
+            said = [] if part is None else [part]
+        elif len(b.pieces) > 1:
+            said = _gemini_streamed_call(b)
         else:
-            part = {
-                "functionCall": {
-                    "id": b.id,
-                    "name": b.name,
-                    "args": arguments(b, "google-generative-ai"),
-                }
-            }
+            call = {"id": b.id, "name": b.name, "args": arguments(b, "google-generative-ai")}
+            said = [{"functionCall": call}]
             if b.tool.get("thought_signature"):
-                part["thoughtSignature"] = b.tool["thought_signature"]
-        if part is not None:
+                said[0]["thoughtSignature"] = b.tool["thought_signature"]
+        for part in said:
             codec.append_part(parts, part)
     events: list[tuple[str | None, Any]] = []
     for part in parts:
