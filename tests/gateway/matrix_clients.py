@@ -42,6 +42,10 @@ WEATHER = {
     },
 }
 TIMEOUT = 20.0
+PARIS = {"city": "Paris"}
+ANTHROPIC_ID = "toolu_01A09q90qw90lq917835lq9"
+OPENAI_ID = "call_Pj6Zfq8kRdBgwsSWGcZPo0Mh"
+"""Ids as the vendors make them, in a history the client brings from another model."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,16 @@ class AnthropicClient:
 
     def start(self) -> list[dict[str, Any]]:
         return [{"role": "user", "content": PROMPT}]
+
+    def history(self) -> list[dict[str, Any]]:
+        """A tool exchange another Claude made earlier in the session (its own ids)."""
+        call = {"type": "tool_use", "id": ANTHROPIC_ID, "name": "get_weather", "input": PARIS}
+        result = {"type": "tool_result", "tool_use_id": ANTHROPIC_ID, "content": tool_result(PARIS)}
+        return [
+            *self.start(),
+            {"role": "assistant", "content": [{"type": "text", "text": "Let me look."}, call]},
+            {"role": "user", "content": [result]},
+        ]
 
     def _kwargs(self, model: str, convo: list[Any], ask: Ask) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": model, "max_tokens": ask.max_tokens, "messages": convo}
@@ -281,6 +295,16 @@ class ResponsesClient:
     def start(self) -> list[dict[str, Any]]:
         return [{"role": "user", "content": PROMPT}]
 
+    def history(self) -> list[dict[str, Any]]:
+        """A tool exchange another OpenAI model made earlier in the session (its ids)."""
+        args = json.dumps(PARIS)
+        return [
+            *self.start(),
+            {"type": "function_call", "id": "fc_68a1b2c3d4e5f6a7b8c9d0e1", "call_id": OPENAI_ID,
+             "name": "get_weather", "arguments": args, "status": "completed"},
+            {"type": "function_call_output", "call_id": OPENAI_ID, "output": tool_result(PARIS)},
+        ]  # fmt: skip
+
     def _kwargs(self, model: str, convo: list[Any], ask: Ask) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": model, "input": convo, "instructions": SYSTEM}
         kw["max_output_tokens"] = ask.max_tokens
@@ -413,6 +437,16 @@ class ChatClient:
 
     def start(self) -> list[dict[str, Any]]:
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}]
+
+    def history(self) -> list[dict[str, Any]]:
+        """A tool exchange another OpenAI model made earlier in the session (its ids)."""
+        fn = {"name": "get_weather", "arguments": json.dumps(PARIS)}
+        return [
+            *self.start(),
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": OPENAI_ID, "type": "function", "function": fn}]},
+            {"role": "tool", "tool_call_id": OPENAI_ID, "content": tool_result(PARIS)},
+        ]  # fmt: skip
 
     def _kwargs(self, model: str, convo: list[Any], ask: Ask) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": model, "messages": convo}

@@ -63,6 +63,8 @@ class Plan:
     kind: str = "talk"  # talk | error | fallover | cancel
     model: str | None = None
     encrypted: str | None = None
+    history: bool = False
+    """The client opens with a tool exchange another vendor's model made (its own ids)."""
 
 
 def _msg(*blocks: Any, stop: str = "stop", usage: Usage = USAGE) -> AssistantMessage:
@@ -121,6 +123,13 @@ def thinking_tool_loop(api: str) -> Plan:
 def tool_loop_unstreamed(api: str) -> Plan:
     plan = thinking_tool_loop(api)
     return replace(plan, ask=replace(plan.ask, stream=False))
+
+
+def foreign_history(api: str) -> Plan:
+    if api == "ollama-generate":
+        raise Skip("ollama-generate takes no tools (use ollama-chat)")
+    answer = _msg(TextContent(text="As I found: 24 °C in Paris."))
+    return Plan([answer], Ask(tools=True), history=True)
 
 
 def parallel_calls(api: str) -> Plan:
@@ -237,6 +246,7 @@ SCENARIOS: dict[str, Callable[[str], Plan]] = {
     "thinking + tool loop": thinking_tool_loop,
     "tool loop, not streamed": tool_loop_unstreamed,
     "parallel tool calls": parallel_calls,
+    "another vendor's tool history": foreign_history,
     "structured output": structured_output,
     "length cut mid-call": length_cut,
     "error before content": error_before_content,

@@ -220,7 +220,7 @@ def _faithful(script: Any, read: AssistantMessage) -> None:
 
 
 def _talk(m: Matrix, plan: Plan, client: Any, name: str, oracles: list[Any]) -> None:
-    convo = client.start()
+    convo = client.history() if plan.history else client.start()
     for n, message in enumerate(oracles, 1):
         got = client.send(name, convo, plan.ask)
         where = f"turn {n}"
