@@ -104,10 +104,11 @@ def _loads(text: str | None) -> dict[str, Any] | None:
 class _Item:
     """One output item being written: its index, id, what streamed into it."""
 
-    __slots__ = ("index", "id", "kind", "parts", "notes", "item", "shown")
+    __slots__ = ("block", "index", "id", "kind", "parts", "notes", "item", "shown")
 
-    def __init__(self, kind: str, item: dict[str, Any]) -> None:
+    def __init__(self, kind: str, item: dict[str, Any], block: int = -1) -> None:
         self.kind = kind
+        self.block = block
         self.item = item
         self.id: str = str(item.get("id") or "")
         self.index = -1
@@ -139,7 +140,11 @@ class ResponsesEncoder:
         self._next = 0
         self._open: dict[int, _Item] = {}
         self._done: dict[int, dict[str, Any]] = {}
-        self._pending: _Item | None = None
+        self._held: _Item | None = None
+        """An item whose `output_item.done` waits: a server call for the reading that may
+        follow it, a message for citations sent once its text is done (Gemini's)."""
+        self._texts: dict[int, dict[str, Any]] = {}
+        """Content index -> the finished message item of that text block."""
 
     # --- the events ---------------------------------------------------------------------
 
@@ -200,9 +205,13 @@ class ResponsesEncoder:
         self._emit(out, "response.output_item.done", output_index=entry.index, item=item)
 
     def _flush(self, out: list[bytes]) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            self._finish(pending, pending.item, out)
+        held, self._held = self._held, None
+        if held is None:
+            pass
+        elif held.kind == "message":
+            self._close_text(held, out)
+        else:
+            self._finish(held, held.item, out)
 
     # --- text ---------------------------------------------------------------------------
 
@@ -213,7 +222,7 @@ class ResponsesEncoder:
         item.update(status="in_progress", content=[], role="assistant")
         if said.get("phase"):
             item["phase"] = said["phase"]
-        entry = self._open[d.content_index] = _Item("message", item)
+        entry = self._open[d.content_index] = _Item("message", item, d.content_index)
         self._flush(out)
         self._show(entry, out)
         part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
@@ -239,9 +248,17 @@ class ResponsesEncoder:
         self._emit(out, "response.output_text.delta", **where, delta=d.delta, logprobs=[])
 
     def _citation(self, message: AssistantMessage, d: CitationAdded, out: list[bytes]) -> None:
-        entry = self._open.get(d.content_index)
         note = self._annotation(d.citation)
-        if entry is None or note is None:
+        if note is None:
+            return
+        entry = self._open.get(d.content_index)
+        held = self._held
+        if entry is None and held is not None and held.kind == "message":
+            entry = held if held.block == d.content_index else None
+        if entry is None:
+            done = self._texts.get(d.content_index)
+            if done is not None:  # later still: the answer's final output says it
+                done["content"][0]["annotations"].append(note)
             return
         entry.notes.append(note)
         self._emit(
@@ -265,16 +282,21 @@ class ResponsesEncoder:
         entry = self._open.pop(d.content_index, None)
         if entry is None:
             return
+        block = message.content[d.content_index]
+        phase = self._said(block.text_signature if isinstance(block, TextContent) else None)
+        if "phase" not in entry.item and phase.get("phase"):
+            entry.item["phase"] = phase["phase"]
+        self._flush(out)
+        self._held = entry  # done once the next item starts: late citations join it
+
+    def _close_text(self, entry: _Item, out: list[bytes]) -> None:
         text = "".join(entry.parts)
         where = self._where(entry)
         part = {"type": "output_text", "annotations": entry.notes, "logprobs": [], "text": text}
         self._emit(out, "response.output_text.done", **where, text=text, logprobs=[])
         self._emit(out, "response.content_part.done", **where, part=part)
         item = {**entry.item, "status": "completed", "content": [part]}
-        block = message.content[d.content_index]
-        phase = self._said(block.text_signature if isinstance(block, TextContent) else None)
-        if "phase" not in item and phase.get("phase"):
-            item["phase"] = phase["phase"]
+        self._texts[entry.block] = item
         self._finish(entry, item, out)
 
     # --- reasoning ------------------------------------------------------------------------
@@ -358,7 +380,8 @@ class ResponsesEncoder:
             self._show_call(entry, block, out)
 
     def _show_call(self, entry: _Item, block: ToolCall, out: list[bytes]) -> None:
-        """`output_item.added` once the call's id and name are known (its identity)."""
+        """`output_item.added` once the call's id and name are known (its identity; the
+        SDK pairs the finished item with it), then the arguments held until then."""
         item_id = block.thought_signature if self._native else None
         entry.item = {
             "id": item_id or self._new_id("fc"),
@@ -371,6 +394,10 @@ class ResponsesEncoder:
         entry.id = entry.item["id"]
         self._flush(out)
         self._show(entry, out)
+        if entry.parts:
+            where = {"item_id": entry.id, "output_index": entry.index}
+            held = "".join(entry.parts)
+            self._emit(out, "response.function_call_arguments.delta", **where, delta=held)
 
     def _call_delta(self, message: AssistantMessage, d: ToolCallDelta, out: list[bytes]) -> None:
         entry = self._open.get(d.content_index)
@@ -378,6 +405,9 @@ class ResponsesEncoder:
         if entry is None or entry.kind != "call" or not isinstance(block, ToolCall):
             return  # a built-in's input is not JSON as it streams: it comes whole
         if not entry.shown:
+            if not (block.id and block.name):
+                entry.parts.append(d.delta)  # held until the call is named
+                return
             self._show_call(entry, block, out)
         entry.parts.append(d.delta)
         where = {"item_id": entry.id, "output_index": entry.index}
@@ -419,7 +449,8 @@ class ResponsesEncoder:
             block = foreign(block)
             if block is None:
                 return
-        previous = self._pending.item if self._pending is not None else None
+        held = self._held
+        previous = held.item if held is not None and held.kind == "block" else None
         try:
             written = encode_block(block, previous)
         except ValueError:
@@ -433,7 +464,7 @@ class ResponsesEncoder:
         entry = _Item("block", item)
         self._show(entry, out, {**item, "status": "in_progress"})
         if item.get("type") in SERVER_CALLS:
-            self._pending = entry  # its result may follow: written into it before it is done
+            self._held = entry  # its result may follow: written into it before it is done
         else:
             self._finish(entry, item, out)
 

@@ -21,6 +21,7 @@ from stream_core import (
     MessageUpdate,
     ServerToolCall,
     ServerToolResult,
+    Source,
     TextContent,
     TextDelta,
     TextEnd,
@@ -36,7 +37,8 @@ from stream_core import (
     VendorContent,
 )
 
-from ._responses_builtin import USAGE_KINDS
+from ._responses_builtin import SERVER_CALLS, TOOL_NAMES, USAGE_KINDS
+from ._responses_builtin_out import _READINGS
 from ._responses_items import USAGE_PATHS
 from .openai_responses import API
 
@@ -55,14 +57,40 @@ def arguments(block: ToolCall) -> str:
     return json.dumps(block.arguments, ensure_ascii=False)
 
 
+_ITEM_TYPES: dict[str, str] = {}
+for _itype, _called in SERVER_CALLS.items():
+    if _called is not None and _itype in TOOL_NAMES:
+        _ITEM_TYPES.setdefault(_called, _itype)
+"""Server-tool kind -> the item type a call of it is (`SERVER_CALLS` read backwards)."""
+
+
 def foreign(block: Any) -> Any:
-    """Another API's block as this API can show it: its vendor record (`raw`) is that
-    API's, not an item (None: a vendor block of another API, shown as nothing)."""
+    """Another API's block as this API can show it (None: nothing to show; the carrier
+    keeps it for the upstream). Its vendor record (`raw`) is that API's, not an item; a
+    server call is named by the tool its item type says (Gemini's `google_search` is a
+    `web_search_call`), and its result keeps what that item holds (`_READINGS`: a web
+    search's sources by url and title)."""
     if isinstance(block, VendorContent):
         return block if block.api == API else None
-    if isinstance(block, (ServerToolCall, ServerToolResult, ApprovalRequest)) and block.raw:
+    if isinstance(block, ApprovalRequest):
         return block.model_copy(update={"raw": None})
-    return block
+    if not isinstance(block, (ServerToolCall, ServerToolResult)):
+        return block
+    update: dict[str, Any] = {"raw": None}
+    itype = _ITEM_TYPES.get(block.kind or "")
+    if itype is not None:
+        update["name"] = TOOL_NAMES[itype]
+    if isinstance(block, ServerToolResult):
+        fields, said = _READINGS.get(itype or "", ((), ()))
+        update.update(
+            text=block.text if "text" in fields else "",
+            is_error=block.is_error if "is_error" in fields else False,
+            exit_code=None,
+            sources=[Source(**{f: getattr(s, f) for f in said}) for s in block.sources]
+            if said
+            else [],
+        )
+    return block.model_copy(update=update)
 
 
 def shown_call(item: dict[str, Any]) -> dict[str, Any]:

@@ -24,14 +24,23 @@ from stream_core import (
     Context,
     FileContent,
     ImageContent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
     Model,
     ServerTool,
+    ServerToolCall,
+    ServerToolResult,
+    Source,
     StreamError,
     StreamOptions,
     TextContent,
     ThinkingContent,
     Tool,
     ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -510,3 +519,79 @@ def test_an_error_before_content_is_openais_error(
         with pytest.raises(getattr(openai, error_class)) as raised:
             client.responses.create(model="gpt-client", input="hi")
     assert raised.value.code == code and "it failed" in raised.value.message
+
+
+def _feed(message: AssistantMessage, deltas: list[Any], carrier: Any = None) -> bytes:
+    """Events fed by hand, the message changing between them as a live one does."""
+    encoder = DIALECT.encoder("gpt-client", carrier)
+    out = [encoder.feed(MessageStart(message))]
+    for delta in deltas:
+        if callable(delta):
+            delta()
+        else:
+            out.append(encoder.feed(MessageUpdate(message, delta)))
+    out.append(encoder.feed(MessageEnd(message)))
+    return b"".join(out)
+
+
+def test_a_call_named_after_its_first_arguments_is_shown_once_named() -> None:
+    call = ToolCall(id="", name="")
+    live = AssistantMessage(
+        api="openai-completions", provider="x", model="m", content=[call], stop_reason="tool_use"
+    )
+
+    def named() -> None:
+        call.id, call.name = "call_late", "look"
+
+    body = _feed(
+        live,
+        [
+            ToolCallStart(0),
+            ToolCallDelta(0, '{"q": '),
+            named,
+            ToolCallDelta(0, '"x"}'),
+            ToolCallEnd(0),
+        ],
+    )
+    with _sdk(body) as client:
+        with client.responses.stream(model="gpt-client", input="hi") as s:
+            final = s.get_final_response()
+    (item,) = final.output
+    assert (item.call_id, item.name, item.arguments) == ("call_late", "look", '{"q": "x"}')
+
+
+def test_another_vendors_web_search_is_a_web_search_call_with_its_sources() -> None:
+    call = ServerToolCall(
+        id="srvtoolu_1",
+        name="web_search",
+        kind="web_search",
+        input={"query": "tides"},
+        raw={"type": "server_tool_use", "id": "srvtoolu_1"},
+    )
+    found = ServerToolResult(
+        call_id="srvtoolu_1",
+        name="web_search",
+        kind="web_search",
+        sources=[Source(url="https://tides.test/a", title="Tides")],
+        raw={"type": "web_search_tool_result"},
+    )
+    answer = AssistantMessage(
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude",
+        content=[call, found, CITED],
+        usage=Usage(input=9, output=3, server_tools={"web_search": 1}),
+    )
+    body = DIALECT.message_body(answer, "gpt-client", None)
+    search, message = body["output"]
+    assert search["type"] == "web_search_call" and search["id"] == "srvtoolu_1"
+    assert search["action"] == {
+        "type": "search",
+        "query": "tides",
+        "sources": [{"type": "url", "url": "https://tides.test/a", "title": "Tides"}],
+    }
+    assert len(message["content"][0]["annotations"]) == 2
+    assert body["tool_usage"] == {"web_search": {"num_requests": 1}}
+    back = anyio.run(_reader, json.dumps(body).encode())
+    assert back.usage.server_tools == {"web_search": 1}
+    assert [b.type for b in back.content] == ["server_tool_call", "server_tool_result", "text"]

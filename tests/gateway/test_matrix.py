@@ -41,7 +41,6 @@ FAST = {
 KNOWN: dict[tuple[str, str, str], str] = {
     ("server tools + citations", "anthropic-messages", "google-generative-ai"): "F1, F2",
     ("server tools + citations", "anthropic-messages", "bedrock-converse-stream"): "F1, F2",
-    ("server tools + citations", "openai-responses", "google-generative-ai"): "F4, F5",
     ("server tools + citations", "openai-responses", "bedrock-converse-stream"): "F5",
 }
 """Cells failing for a known codec or gateway defect: the finding in
