@@ -470,18 +470,6 @@ class ResponsesEncoder:
 
     # --- the end --------------------------------------------------------------------------
 
-    def _code(self, kind: ErrorKind, text: str) -> str:
-        """OpenAI's code for a failure of `kind` (`ERRORS`). Strict (`vendor_bytes`): a
-        code the translator reads back as another kind (`budget` is OpenAI's
-        `insufficient_quota`, read as `rate_limit`) gives way to the kind's own name."""
-        _, word, code = ERRORS.get(kind, ERRORS["server"])
-        said = code or word
-        if self.strict:
-            back = error_from_vendor(said, text, extra_kinds=ERROR_KINDS).kind
-            if back != error_from_vendor(kind, text, extra_kinds=ERROR_KINDS).kind:
-                said = kind
-        return said
-
     def _end(self, message: AssistantMessage, out: list[bytes]) -> None:
         for index in sorted(self._open):
             handler = _ENDS[self._open[index].kind]
@@ -506,13 +494,28 @@ class ResponsesEncoder:
         elif rule in ("error", "aborted"):
             said: ErrorKind = error.kind if error is not None else "server"
             text = error.message if error is not None else "the upstream failed"
-            final.update(status="failed", error={"code": self._code(said, text), "message": text})
+            final.update(
+                status="failed", error={"code": _code(said, text, self.strict), "message": text}
+            )
             kind = "response.failed"
         else:
             final["status"] = "completed"
             kind = "response.completed"
         self.final = final
         self._emit(out, kind, response=final)
+
+
+def _code(kind: ErrorKind, text: str, strict: bool) -> str:
+    """OpenAI's code for a failure of `kind` (`ERRORS`). Strict (`vendor_bytes`): a code
+    the translator reads back as another kind (`budget` is OpenAI's `insufficient_quota`,
+    read as `rate_limit`) gives way to the kind's own name."""
+    _, word, code = ERRORS.get(kind, ERRORS["server"])
+    said = code or word
+    if strict:
+        back = error_from_vendor(said, text, extra_kinds=ERROR_KINDS).kind
+        if back != error_from_vendor(kind, text, extra_kinds=ERROR_KINDS).kind:
+            said = kind
+    return said
 
 
 def _end_open(kind: str) -> Callable[[ResponsesEncoder, AssistantMessage, int, list[bytes]], None]:
