@@ -146,6 +146,9 @@ def _output(output: Any, where: str) -> tuple[list[Any], bool]:
         return [TextContent(text=output)], False
     if output is None:
         return [], False
+    if isinstance(output, dict) and isinstance(output.get("content"), str):
+        # Codex's older failure shape: {"content": "...", "success": false}.
+        return [TextContent(text=output["content"])], output.get("success") is False
     blocks = parts(output, where)
     first = blocks[0] if blocks else None
     if isinstance(first, TextContent) and first.text == TOOL_ERROR_PREFIX:

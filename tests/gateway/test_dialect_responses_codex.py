@@ -246,3 +246,16 @@ def test_unread_fields_are_kept_as_sent() -> None:
     }
     assert inbound.options.reasoning == "high"
     assert inbound.options.output_schema == {"type": "object", "title": "Tide"}
+
+
+def test_a_failed_output_in_codexs_older_shape_is_an_error_result() -> None:
+    items = [
+        {"role": "user", "content": "run it"},
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1"}
+        | {"output": {"content": "exit 1", "success": False}},
+    ]
+    messages = DIALECT.parse_request({"model": "m", "input": items}, {}).context.messages
+    result = messages[2]
+    assert isinstance(result, ToolResultMessage)
+    assert (result.text(), result.is_error, result.tool_name) == ("exit 1", True, "shell")
