@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._types import AssistantMessage
+from .._dialects import DIALECTS, dialect
+from .._types import AssistantMessage, ErrorKind
+from ._codec import error_word, http_status
 from ._faux import FauxTurn, faux_text
 
 OURS = "(the fake vendor's own error)"
@@ -50,50 +52,46 @@ left out), Bedrock's `/model/<id>/converse-stream`, whose id may hold a `:`
 (`amazon.nova-2-lite-v1:0`)."""
 
 
+SHAPE_APIS: dict[str, str] = {
+    "anthropic": "anthropic-messages",
+    "openai": "openai-completions",
+    "google": "google-generative-ai",
+    "bedrock": "bedrock-converse-stream",
+    "ollama": "ollama-chat",
+}
+"""Each error shape of `ROUTES` and the API whose error bodies it answers with."""
+
+
+def error_body(shape: str, kind: ErrorKind, text: str) -> tuple[int, dict[str, Any]]:
+    """An HTTP error of `kind` as the vendor of `shape` answers it: the dialect codec's
+    `error_body` where the API has a dialect (Anthropic; OpenAI's, which Mistral and
+    Responses share), else the status the library reads as `kind` with Gemini's status
+    word (its provider's table, as `vendor_bytes` says it) or the bare message Bedrock
+    and Ollama send."""
+    api = SHAPE_APIS[shape]
+    if api in DIALECTS:
+        return dialect(api).error_body(kind, text)
+    status = http_status(kind)
+    if api == "google-generative-ai":
+        word = error_word(api, kind, text).word
+        return status, {"error": {"code": status, "message": text, "status": word}}
+    return status, {"error": text} if api.startswith("ollama") else {"message": text}
+
+
 def not_found_body(shape: str, model: str) -> dict[str, Any]:
+    """A 404 body: no recording or scenario answers `model`."""
     text = f"model {model!r} not found (no recording or scenario of that name)"
-    if shape == "anthropic":
-        return {"type": "error", "error": {"type": "not_found_error", "message": text}}
-    if shape == "google":
-        return {"error": {"code": 404, "message": text, "status": "NOT_FOUND"}}
-    if shape == "ollama":
-        return {"error": text}
-    if shape == "bedrock":
-        return {"message": text}
-    return {
-        "error": {
-            "message": text,
-            "type": "invalid_request_error",
-            "param": "model",
-            "code": "model_not_found",
-        }
-    }
+    return error_body(shape, "not_found", text)[1]
 
 
 def exhausted_body(shape: str, text: str) -> dict[str, Any]:
     """A 400 invalid-request body in the vendor's shape (not retried by clients)."""
-    if shape == "anthropic":
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": text}}
-    if shape == "google":
-        return {"error": {"code": 400, "message": text, "status": "INVALID_ARGUMENT"}}
-    if shape == "ollama":
-        return {"error": text}
-    if shape == "bedrock":
-        return {"message": text}
-    return {"error": {"message": text, "type": "invalid_request_error", "code": None}}
+    return error_body(shape, "invalid_request", text)[1]
 
 
 def server_error_body(shape: str, text: str) -> dict[str, Any]:
     """A 500 body in the vendor's shape: the fake vendor could not answer."""
-    if shape == "anthropic":
-        return {"type": "error", "error": {"type": "api_error", "message": text}}
-    if shape == "google":
-        return {"error": {"code": 500, "message": text, "status": "INTERNAL"}}
-    if shape == "ollama":
-        return {"error": text}
-    if shape == "bedrock":
-        return {"message": text}
-    return {"error": {"message": text, "type": "server_error", "code": None}}
+    return error_body(shape, "server", text)[1]
 
 
 def shape_of(path: str) -> str:

@@ -435,9 +435,8 @@ class _Handler(BaseHTTPRequestHandler):
         """An error of the fake vendor's own, before the request was read: the connection
         is closed after it (its body, if any, was never read)."""
         self.server.note(f"{self.command} {self.path[:200]} -> {status} ({text})")
-        data = json.dumps(
-            {"error": {"message": f"fake vendor: {text}", "type": "invalid_request_error"}}
-        )
+        shape = shape_of(unquote(self.path.split("?", 1)[0]))
+        data = json.dumps(exhausted_body(shape, f"fake vendor: {text}"))
         self.close_connection = True
         self._send_json(status, data.encode())
 
