@@ -109,12 +109,17 @@ def _bedrock(body: dict[str, Any]) -> list[str]:
 
     return _anthropic_like(
         body.get("messages") or [],
-        call=lambda b: (b.get("toolUse") or {}).get("toolUseId"),
+        # Nova's system tool: its call and result sit together in the assistant turn.
+        call=lambda b: _client_call(b.get("toolUse") or {}),
         result=lambda b: (b.get("toolResult") or {}).get("toolUseId"),
         thought=lambda b: "reasoningContent" in b,
         signed=signed,
         thinking=thinking,
     )
+
+
+def _client_call(use: dict[str, Any]) -> str | None:
+    return None if use.get("type") == "server_tool_use" else use.get("toolUseId")
 
 
 def _anthropic_like(messages: list[Any], *, call, result, thought, signed, thinking) -> list[str]:  # type: ignore[no-untyped-def]

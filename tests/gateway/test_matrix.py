@@ -39,9 +39,7 @@ FAST = {
 """One cell per dialect in the fast loop: a foreign upstream's state carried both ways."""
 
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("server tools + citations", "anthropic-messages", "google-generative-ai"): "F1, F2",
-    ("server tools + citations", "anthropic-messages", "bedrock-converse-stream"): "F1, F2",
-    ("server tools + citations", "openai-responses", "bedrock-converse-stream"): "F5",
+    ("server tools + citations", "anthropic-messages", "bedrock-converse-stream"): "F2",
 }
 """Cells failing for a known codec or gateway defect: the finding in
 /tmp/notes/matrix-findings.md (strict: a fixed one fails until it leaves this table)."""
