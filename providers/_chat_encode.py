@@ -264,7 +264,7 @@ class ChatEncoder:
         kind = d.type
         i = d.content_index
         if kind == "text_delta":
-            if self._mistral and (i in self._texts or getattr(message.content[i], "citations", 0)):
+            if self._mistral and (i in self._texts or getattr(message.content[i], "citations", None)):
                 # Cited text waits for its end: its reference chunks cut it where cited.
                 self._texts.setdefault(i, []).append(d.delta)
                 return b""
