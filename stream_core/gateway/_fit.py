@@ -26,7 +26,8 @@ FITTED: dict[str, str] = {
     "deployment reasons); thinking budgets with it",
     "server tool options": "a server tool's max_uses, allowed_domains, blocked_domains or "
     "user_location that the target vendor's tool has no field for is let go (Claude Code "
-    "always caps web_search with max_uses; Gemini's search takes no cap); the tool stays",
+    "always caps web_search with max_uses; Gemini's search takes no cap), and so are the "
+    "client's own vendor fields on it (Codex's external_web_access); the tool stays",
 }
 """The options a gateway request has fitted to its target, and how."""
 
@@ -65,6 +66,11 @@ def fit_server_tools(context: Context, target: Model | Route) -> list[str]:
         if not isinstance(tool, ServerTool) or tool.kind == "native":
             continue
         fitted_tool = tool
+        if tool.options:
+            # The client's own vendor's fields (Codex's `external_web_access`): another
+            # vendor's tool has no such field.
+            fitted_tool = tool.model_copy(update={"options": {}})
+            fitted.append(f"{tool.kind}.options")
         for model in _models(target):
             fitted_tool = _fit_one(fitted_tool, model.api, fitted)
         tools[i] = fitted_tool

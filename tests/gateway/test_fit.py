@@ -18,6 +18,13 @@ def test_claude_codes_capped_web_search_goes_to_gemini_uncapped() -> None:
     assert context.tools == [ServerTool(kind="web_search")]
 
 
+def test_the_clients_own_vendor_fields_are_let_go() -> None:
+    context = _context(ServerTool(kind="web_search", options={"external_web_access": True}))
+    fitted = fit_server_tools(context, get_model("anthropic/claude-sonnet-4-5"))
+    assert fitted == ["web_search.options"]
+    assert context.tools == [ServerTool(kind="web_search")]
+
+
 def test_an_option_the_target_takes_is_kept() -> None:
     tool = ServerTool(kind="web_search", max_uses=8, allowed_domains=["example.com"])
     context = _context(tool)
