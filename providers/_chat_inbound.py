@@ -149,6 +149,8 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str]) -> Inboun
     stream = body.get("stream", False)
     if stream is not None and type(stream) is not bool:
         raise RequestFieldError("stream", "true or false")
+    if body.get("n", 1) not in (None, 1):
+        raise RequestFieldError("n", "one choice is served (n=1); ask n times for more")
     return Inbound(
         model=model,
         context=context,

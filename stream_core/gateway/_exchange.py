@@ -66,7 +66,7 @@ DEGRADATIONS: dict[str, dict[str, str]] = {
     "openai-completions": {
         "user": "not sent to a foreign upstream",
         "stream_options": "usage is always reported",
-        "n": "only n=1 is served",
+        "n": "n=1 only (any other n is refused by the codec, naming it)",
         "store": "not sent to a foreign upstream",
         "metadata": "not sent to a foreign upstream",
         "service_tier": "not sent to a foreign upstream",

@@ -51,3 +51,16 @@ def test_reasoning_is_dropped_for_a_model_that_does_not_reason() -> None:
 
 def test_the_guide_lists_every_fitted_field() -> None:
     assert set(FITTED) == {"max_tokens", "reasoning", "server tool options"}
+
+
+def test_a_chat_client_asking_for_several_choices_is_refused_by_name() -> None:
+    import pytest
+
+    from stream_core.provider import RequestFieldError, dialect
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "n": 3}
+    with pytest.raises(RequestFieldError) as e:
+        dialect("openai-completions").parse_request(body, {})
+    assert e.value.field == "n"
+    body["n"] = 1
+    assert dialect("openai-completions").parse_request(body, {}).unmodeled == {"n": 1}
