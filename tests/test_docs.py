@@ -21,6 +21,7 @@ DOORS = {
     "stream_core": "harness",
     "stream_core.provider": "provider",
     "stream_core.testing": "testing",
+    "stream_core.gateway": "gateway",
 }
 
 
