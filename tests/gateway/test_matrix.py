@@ -9,9 +9,9 @@ reads and writes, stop reason, each in the dialect's own fields) and every reque
 upstream got is one its vendor accepts, with what it needs back restored. Cells whose
 script the upstream cannot say are skipped with the reason. See `matrix_support`.
 
-`MATRIX_REPORT=/path/matrix.md uv run pytest tests/gateway/test_matrix.py` also writes the
-result as the markdown table the docs show. One cell per dialect runs in the fast loop;
-the rest are marked slow.
+`MATRIX_REPORT=/path/matrix.md uv run pytest tests/gateway/test_matrix.py -n0` also writes
+the result as the markdown table the docs show (one process: the table holds every cell).
+One cell per dialect runs in the fast loop; the rest are marked slow.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
         with Matrix(folder) as m:
             yield m
     report = os.environ.get("MATRIX_REPORT")
-    if report and RESULTS:
+    if report and RESULTS and not os.environ.get("PYTEST_XDIST_WORKER"):
         Path(report).write_text(markdown(RESULTS), encoding="utf-8")
 
 
