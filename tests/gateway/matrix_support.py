@@ -275,6 +275,8 @@ def _expect_failure(
     assert got.status == status, f"{kind}: expected HTTP {status}, got {said}"
     if kind_type is not None:
         assert got.type == kind_type, f"{kind}: expected type {kind_type}, got {said}"
+    # The dialect's error shape: a type (or code) and a message the SDK reads.
+    assert got.type and got.message not in ("", "None"), f"no error type or message: {said}"
     if retry_after:
         assert got.retry_after is not None and float(got.retry_after) >= 1, (
             f"no retry-after: {said}"
