@@ -454,6 +454,16 @@ def markdown(results: dict[tuple[str, str, str], tuple[str, str]]) -> str:
         f"{counts['pass']} pass, {counts['skip']} skip (the upstream cannot say the script), "
         f"{counts['FAIL']} fail, of {len(results)} cells run.",
     ]
+    models = ", ".join(f"{api} `{spec.model}`" for api, spec in UPSTREAMS.items())
+    lines += [
+        "",
+        "A cell passes when the SDK accumulates exactly what stream-core reads from the "
+        "upstream's own bytes (text, thinking, tool calls with their arguments, citations, "
+        "usage with cache reads and writes, the stop reason, in the dialect's own fields) and "
+        "every request the upstream got is one its vendor accepts (calls paired with results, "
+        "Mistral's nine-character ids, signatures and encrypted reasoning sent back, no gateway "
+        f"carrier and no client key upstream). Upstreams: {models}.",
+    ]
     notes: dict[str, int] = {}
     for dialect in CLIENTS:
         lines += ["", f"## {short[dialect]} clients", ""]
