@@ -163,10 +163,11 @@ def citation_record(c: Citation, api: str) -> dict[str, Any]:
     return encode_citation(c)
 
 
-def _anthropic_raw(block: Any) -> bool:
-    """Whether a server block's `raw` is an Anthropic block (another API's is rebuilt)."""
+def _anthropic_raw(block: Any, api: str) -> bool:
+    """Whether a server block's `raw` is an Anthropic block (another API's is rebuilt, even
+    where its type reads the same: Nova's grounding is a `server_tool_use` too)."""
     raw = getattr(block, "raw", None)
-    if not isinstance(raw, dict):
+    if api != API or not isinstance(raw, dict):
         return False
     kind = raw.get("type")
     if isinstance(block, ServerToolCall):
@@ -174,13 +175,15 @@ def _anthropic_raw(block: Any) -> bool:
     return isinstance(kind, str) and kind.endswith(RESULT_SUFFIX)
 
 
-def server_block(block: Any, following: Iterable[Any] = ()) -> dict[str, Any] | None:
+def server_block(
+    block: Any, following: Iterable[Any] = (), api: str = API
+) -> dict[str, Any] | None:
     """A block of a `block_*` kind as Anthropic's block, or None where it has none (a file,
     an approval request, another API's vendor block: the carrier keeps those). Another
     API's server call or result of a kind Anthropic runs is said in Anthropic's words (a
     Gemini `google_search` as `web_search` and `web_search_tool_result`)."""
     if isinstance(block, (ServerToolCall, ServerToolResult)):
-        if not _anthropic_raw(block):
+        if not _anthropic_raw(block, api):
             foreign: dict[str, Any] = {"raw": None}
             if block.kind in TOOL_TYPES and TOOL_KINDS.get(block.name) != block.kind:
                 foreign["name"] = TOOL_TYPES[block.kind][1]
@@ -221,7 +224,7 @@ def content_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
         elif isinstance(b, ToolCall):
             block = {**tool_block(b), "input": b.arguments}
         else:
-            block = server_block(b, content[i + 1 :])
+            block = server_block(b, content[i + 1 :], message.api)
         if block is not None:
             out.append(block)
     return out
@@ -445,7 +448,9 @@ class Encoder:
         elif kind == "toolcall_end":
             self._call_end(message, block, ci, out)
         elif kind == "block_start":
-            start = server_block(block) if isinstance(block, ServerToolCall) else None
+            start = (
+                server_block(block, (), message.api) if isinstance(block, ServerToolCall) else None
+            )
             if start is not None:
                 self._open(ci, {**start, "input": {}}, out)
             else:
@@ -454,7 +459,7 @@ class Encoder:
             self._flush(out)
             if ci in self.waiting:
                 self.waiting.discard(ci)
-                self._whole(server_block(block, message.content[ci + 1 :]), out)
+                self._whole(server_block(block, message.content[ci + 1 :], message.api), out)
                 return
             if ci not in self.said and block.input not in ({}, None):
                 text = _dumps(block.input)

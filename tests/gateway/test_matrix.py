@@ -38,11 +38,9 @@ FAST = {
 }
 """One cell per dialect in the fast loop: a foreign upstream's state carried both ways."""
 
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("server tools + citations", "anthropic-messages", "bedrock-converse-stream"): "F2",
-}
-"""Cells failing for a known codec or gateway defect: the finding in
-/tmp/notes/matrix-findings.md (strict: a fixed one fails until it leaves this table)."""
+KNOWN: dict[tuple[str, str, str], str] = {}
+"""Cells failing for a known codec or gateway defect, with a word for it (strict: a fixed
+one fails until it leaves this table). Empty: every cell that runs passes."""
 
 SHORT = {"anthropic-messages": "anthropic", "openai-responses": "responses",
          "openai-completions": "chat"}  # fmt: skip
