@@ -38,6 +38,7 @@ from . import _state
 from ._config import GatewayConfig, GatewayKey
 from ._fit import fit_options, fit_server_tools
 from ._passthrough import passthrough
+from ._scrub import scrub, scrub_error
 
 __all__ = ["Exchange", "Reply"]
 
@@ -179,7 +180,7 @@ class Exchange:
     async def _error(
         self, send: Send, kind: str, message: str, retry_after: float | None = None
     ) -> None:
-        status, payload = self.dialect.error_body(kind, message)  # type: ignore[arg-type]
+        status, payload = self.dialect.error_body(kind, scrub(message))  # type: ignore[arg-type]
         headers = [(b"content-type", b"application/json")]
         if retry_after is not None and status == 429:
             headers.append((b"retry-after", str(max(1, round(retry_after))).encode()))
@@ -238,6 +239,7 @@ class Exchange:
         if self._failed(message, whole=True):
             await self._fail(send, message)
             return
+        scrub_error(message)
         payload = self.dialect.message_body(message, inbound.model, carrier)
         await send(
             {
@@ -290,6 +292,7 @@ class Exchange:
                         held.clear()
                     if event.type == "message_end":
                         self.reply.message = event.message
+                        scrub_error(event.message)
                         if self._stopped and event.message.stop_reason == "aborted":
                             _shutting_down(event.message)
                     chunk = encoder.feed(event)

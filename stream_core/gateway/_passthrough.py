@@ -46,6 +46,7 @@ from stream_core import AssistantMessage, Context, Model, Route, StreamOptions, 
 from stream_core.provider import DIALECTS, Inbound
 
 from . import _tee
+from ._scrub import scrub
 
 if TYPE_CHECKING:
     from ._exchange import Exchange, Receive, Send
@@ -377,7 +378,7 @@ class _Call:
             if kind == "aborted" and getattr(self.exchange, "_stopped", False):
                 kind, text = "overloaded", "the gateway is shutting down; try again"
             if kind != "aborted" and not attempt.encoded:
-                _, payload = self.exchange.dialect.error_body(kind, text)
+                _, payload = self.exchange.dialect.error_body(kind, scrub(text))
                 tail += b"event: error\ndata: " + json.dumps(payload).encode() + b"\n\n"
         else:
             if attempt is not None:
