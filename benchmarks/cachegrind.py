@@ -70,7 +70,9 @@ def _single_cmd(job: Job) -> list[str]:
             "--calls",
             str(job.calls),
         ]
-    where = ["--url", job.url] if job.url else ["--body", str(job.body)]
+    where = ["--body", str(job.body)]
+    if job.url:
+        where = ["--url", job.url, "--events", str(job.events)]
     return [
         sys.executable,
         str(RUN),

@@ -59,7 +59,8 @@ async def _replay(api: str, body: bytes, meta: dict[str, Any]) -> int:
     import stream_core
     from stream_core import Context, Model, StreamOptions, UserMessage
 
-    media = bench.media_type(api)
+    # The recording's own content type (no codec loaded in the process measured).
+    media = str((meta.get("headers") or {}).get("content-type") or bench.sniff_media(body))
 
     async def serve() -> Any:
         yield body

@@ -5,12 +5,15 @@
     python benchmarks/run.py --single PROVIDER KIND SIDE SIZE [--body FILE | --url URL]
 
 Two stream kinds per wire format: `text` (SIZE text deltas) and `tool` (one tool call whose
-~10*SIZE bytes of arguments arrive in SIZE fragments). Both sides read the same bytes through
-the same kind of response: an `httpx.AsyncClient` on an `httpx.MockTransport` that serves
-the body as 64 KiB chunks. The bare side is `EventSource(response).aiter_sse()` plus
-`json.loads` per event; the stream-core side is `stream_core.stream(...)` iterated to the
-end, then `await s.result()`. Times are best-of-N with a warm-up; the unit is one SSE event
-of the body, so the ratio of per-event times is the ratio of whole-replay times.
+~10*SIZE bytes of arguments arrive in SIZE fragments; Gemini's as Vertex AI `partialArgs`).
+The bodies are `stream_core.testing.vendor_bytes` of a scripted turn cut into those deltas:
+each API's own codec writes them (no stop word, usage field or event written here). Both
+sides read the same bytes through the same kind of response: an `httpx.AsyncClient` on an
+`httpx.MockTransport` that serves the body as 64 KiB chunks. The bare side is
+`EventSource(response).aiter_sse()` plus `json.loads` per event; the stream-core side is
+`stream_core.stream(...)` iterated to the end, then `await s.result()`. Times are best-of-N
+with a warm-up; the unit is one SSE event of the body, so the ratio of per-event times is
+the ratio of whole-replay times.
 
 `--mode socket` serves the same bodies from a loopback server process (benchmarks/server.py,
 127.0.0.1 only, one HTTP chunk per SSE event as the vendors write them): the bare side reads
@@ -45,7 +48,16 @@ import httpx
 from httpx_sse import EventSource
 
 import stream_core
-from stream_core import Context, Model, StreamOptions, TextContent, ToolCall, UserMessage
+from stream_core import (
+    AssistantMessage,
+    Context,
+    Model,
+    StreamOptions,
+    TextContent,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
 
 PROVIDERS = (
     "anthropic-messages",
@@ -120,6 +132,8 @@ class Body:
     """SSE events in the body (terminal event and `[DONE]` included): the per-event unit."""
     text: str
     arguments: dict[str, Any] | None
+    media: str = "text/event-stream"
+    """The body's content type, as `vendor_bytes` labels it."""
 
 
 def _dumps(obj: Any) -> str:
@@ -158,399 +172,51 @@ def tool_arguments(size: int) -> tuple[dict[str, Any], list[str]]:
     return args, [text[a:b] for a, b in pairwise(cuts)]
 
 
-def _sse(event: str | None, data: Any) -> str:
-    payload = data if isinstance(data, str) else _dumps(data)
-    return (f"event: {event}\n" if event else "") + f"data: {payload}\n\n"
+def bench_turn(kind: str, size: int) -> tuple[Any, str, dict[str, Any] | None]:
+    """The scripted answer of a body: `size` text deltas, or one `write_file` call whose
+    arguments come in `size` fragments; 25 tokens in, `size` out. Returns (turn, its text,
+    its arguments). The block's frame is cut into one frame a delta, as `faux_model`'s
+    `chunk_size` cuts it: `vendor_bytes` writes each as one delta of the API's stream."""
+    from stream_core.testing import FauxTurn, faux_message  # see `make_body`
 
-
-def anthropic_body(kind: str, size: int) -> Body:
-    parts = [
-        _sse(
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": "msg_bench",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": "bench",
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {
-                        "input_tokens": 25,
-                        "cache_creation_input_tokens": 0,
-                        "cache_read_input_tokens": 0,
-                        "output_tokens": 1,
-                    },
-                },
-            },
-        ),
-    ]
-    text, arguments = "", None
+    arguments: dict[str, Any] | None = None
+    block: TextContent | ToolCall
     if kind == "text":
-        deltas = text_deltas(size)
-        text = "".join(deltas)
-        block: dict[str, Any] = {"type": "text", "text": ""}
-        delta_key, delta_type, stop = "text", "text_delta", "end_turn"
+        pieces = text_deltas(size)
+        block = TextContent(text="".join(pieces))
     else:
-        arguments, deltas = tool_arguments(size)
-        block = {"type": "tool_use", "id": "toolu_bench", "name": "write_file", "input": {}}
-        delta_key, delta_type, stop = "partial_json", "input_json_delta", "tool_use"
-    parts.append(
-        _sse(
-            "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": block},
-        )
-    )
-    parts.append(_sse("ping", {"type": "ping"}))
-    for d in deltas:
-        parts.append(
-            _sse(
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": delta_type, delta_key: d},
-                },
-            )
-        )
-    parts.append(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
-    parts.append(
-        _sse(
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": size},
-            },
-        )
-    )
-    parts.append(_sse("message_stop", {"type": "message_stop"}))
-    return Body(
-        "anthropic-messages", kind, size, "".join(parts).encode(), len(parts), text, arguments
-    )
-
-
-def openai_body(kind: str, size: int) -> Body:
-    def chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None) -> str:
-        """One chunk; `delta=None` gives the usage-only chunk with empty choices."""
-        choices = (
-            []
-            if delta is None
-            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
-        )
-        return _sse(
-            None,
-            {
-                "id": "chatcmpl-bench",
-                "object": "chat.completion.chunk",
-                "created": 1700000000,
-                "model": "bench",
-                "system_fingerprint": "fp_bench",
-                "choices": choices,
-                "usage": usage,  # present (null) on every chunk when include_usage is asked for
-            },
-        )
-
-    text, arguments = "", None
-    if kind == "text":
-        deltas = text_deltas(size)
-        text = "".join(deltas)
-        parts = [chunk({"role": "assistant", "content": "", "refusal": None})]
-        parts += [chunk({"content": d}) for d in deltas]
-        finish = "stop"
-    else:
-        arguments, fragments = tool_arguments(size)
-        parts = [chunk({"role": "assistant", "content": None})]
-        # The id, type and name come with the first fragment only.
-        parts.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": 0,
-                            "id": "call_bench",
-                            "type": "function",
-                            "function": {"name": "write_file", "arguments": fragments[0]},
-                        }
-                    ]
-                }
-            )
-        )
-        parts += [
-            chunk({"tool_calls": [{"index": 0, "function": {"arguments": f}}]})
-            for f in fragments[1:]
-        ]
-        finish = "tool_calls"
-    parts.append(chunk({}, finish))
-    usage = {
-        "prompt_tokens": 25,
-        "completion_tokens": size,
-        "total_tokens": 25 + size,
-        "prompt_tokens_details": {"cached_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0},
-    }
-    parts.append(chunk(None, usage=usage))
-    parts.append(_sse(None, "[DONE]"))
-    return Body(
-        "openai-completions", kind, size, "".join(parts).encode(), len(parts), text, arguments
-    )
-
-
-def responses_body(kind: str, size: int) -> Body:
-    """OpenAI Responses: one output item (a message or a function call) streamed by deltas
-    carrying `item_id`, `output_index` and a `sequence_number`, as OpenAI sends them."""
-    seq = iter(range(size + 16))
-    response: dict[str, Any] = {
-        "id": "resp_bench",
-        "object": "response",
-        "created_at": 1700000000,
-        "status": "in_progress",
-        "model": "bench",
-        "output": [],
-        "usage": None,
-    }
-
-    def event(kind: str, **fields: Any) -> str:
-        return _sse(kind, {"type": kind, "sequence_number": next(seq), **fields})
-
-    parts = [event("response.created", response=response)]
-    parts.append(event("response.in_progress", response=response))
-    text, arguments = "", None
-    if kind == "text":
-        deltas = text_deltas(size)
-        text = "".join(deltas)
-        item_id = "msg_bench"
-        item: dict[str, Any] = {
-            "id": item_id,
-            "type": "message",
-            "status": "in_progress",
-            "content": [],
-            "role": "assistant",
-        }
-        parts.append(event("response.output_item.added", output_index=0, item=item))
-        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
-        parts.append(
-            event(
-                "response.content_part.added",
-                item_id=item_id,
-                output_index=0,
-                content_index=0,
-                part=part,
-            )
-        )
-        parts += [
-            event(
-                "response.output_text.delta",
-                item_id=item_id,
-                output_index=0,
-                content_index=0,
-                delta=d,
-                logprobs=[],
-                obfuscation="Xy",
-            )
-            for d in deltas
-        ]
-        part = {**part, "text": text}
-        parts.append(
-            event(
-                "response.output_text.done",
-                item_id=item_id,
-                output_index=0,
-                content_index=0,
-                text=text,
-                logprobs=[],
-            )
-        )
-        parts.append(
-            event(
-                "response.content_part.done",
-                item_id=item_id,
-                output_index=0,
-                content_index=0,
-                part=part,
-            )
-        )
-        item = {**item, "status": "completed", "content": [part]}
-    else:
-        arguments, fragments = tool_arguments(size)
-        item_id = "fc_bench"
-        item = {
-            "id": item_id,
-            "type": "function_call",
-            "status": "in_progress",
-            "arguments": "",
-            "call_id": "call_bench",
-            "name": "write_file",
-        }
-        parts.append(event("response.output_item.added", output_index=0, item=item))
-        parts += [
-            event(
-                "response.function_call_arguments.delta",
-                item_id=item_id,
-                output_index=0,
-                delta=f,
-                obfuscation="Xy",
-            )
-            for f in fragments
-        ]
-        joined = "".join(fragments)
-        parts.append(
-            event(
-                "response.function_call_arguments.done",
-                item_id=item_id,
-                output_index=0,
-                arguments=joined,
-            )
-        )
-        item = {**item, "status": "completed", "arguments": joined}
-    parts.append(event("response.output_item.done", output_index=0, item=item))
-    usage = {
-        "input_tokens": 25,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": size,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 25 + size,
-    }
-    done = {**response, "status": "completed", "output": [item], "usage": usage}
-    parts.append(event("response.completed", response=done))
-    return Body(
-        "openai-responses", kind, size, "".join(parts).encode(), len(parts), text, arguments
-    )
-
-
-def google_body(kind: str, size: int) -> Body:
-    """Gemini text as one part per chunk; a tool call with its arguments streamed as Vertex
-    AI `partialArgs` (the Gemini API sends a call whole, which is one delta)."""
-    usage = {"promptTokenCount": 25, "totalTokenCount": 25, "candidatesTokenCount": 0}
-
-    def chunk(part: dict[str, Any], finish: str | None = None) -> str:
-        candidate: dict[str, Any] = {"content": {"parts": [part], "role": "model"}, "index": 0}
-        if finish:
-            candidate["finishReason"] = finish
-        obj = {
-            "candidates": [candidate],
-            "usageMetadata": usage,
-            "modelVersion": "bench",
-            "responseId": "bench",
-        }
-        return _sse(None, obj)
-
-    text, arguments = "", None
-    if kind == "text":
-        deltas = text_deltas(size)
-        text = "".join(deltas)
-        parts = [chunk({"text": d}) for d in deltas[:-1]]
-        parts.append(chunk({"text": deltas[-1]}, "STOP"))
-    else:
-        # One delta for the path, size - 2 for the content's pieces, one closing the call.
-        arguments, _ = tool_arguments(size)
-        content = arguments["content"]
-        n = len(content)
-        cuts = [n * k // (size - 2) for k in range(size - 1)]
-        pieces = [content[a:b] for a, b in pairwise(cuts)]
-
-        def args(path: str, value: str, more: bool) -> dict[str, Any]:
-            piece: dict[str, Any] = {"jsonPath": path, "stringValue": value}
-            if more:
-                piece["willContinue"] = True
-            return {"functionCall": {"partialArgs": [piece], "willContinue": True}}
-
-        parts = [chunk({"functionCall": {"name": "write_file", "willContinue": True}})]
-        parts.append(chunk(args("$.path", arguments["path"], False)))
-        parts += [chunk(args("$.content", p, i < len(pieces) - 1)) for i, p in enumerate(pieces)]
-        parts.append(chunk({"functionCall": {}}, "STOP"))
-    return Body(
-        "google-generative-ai", kind, size, "".join(parts).encode(), len(parts), text, arguments
-    )
-
-
-def _frame(event: str, data: Any) -> bytes:
-    """One AWS event-stream message, as Bedrock sends it (string headers, JSON payload)."""
-    payload = _dumps(data).encode()
-    headers = b""
-    for name, value in (
-        (":event-type", event),
-        (":content-type", "application/json"),
-        (":message-type", "event"),
-    ):
-        headers += bytes([len(name)]) + name.encode() + b"\x07"
-        headers += struct.pack(">H", len(value)) + value.encode()
-    prelude = struct.pack(">II", 16 + len(headers) + len(payload), len(headers))
-    head = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + payload
-    return head + struct.pack(">I", zlib.crc32(head))
-
-
-def bedrock_body(kind: str, size: int) -> Body:
-    parts = [_frame("messageStart", {"p": "abcdefgh", "role": "assistant"})]
-    text, arguments = "", None
-    if kind == "text":
-        deltas = text_deltas(size)
-        text = "".join(deltas)
-        parts += [
-            _frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": d}, "p": "abc"})
-            for d in deltas
-        ]
-        stop = "end_turn"
-    else:
-        arguments, fragments = tool_arguments(size)
-        start = {"toolUse": {"toolUseId": "tooluse_bench", "name": "write_file"}}
-        parts.append(_frame("contentBlockStart", {"contentBlockIndex": 0, "start": start}))
-        parts += [
-            _frame(
-                "contentBlockDelta",
-                {"contentBlockIndex": 0, "delta": {"toolUse": {"input": f}}, "p": "abc"},
-            )
-            for f in fragments
-        ]
-        stop = "tool_use"
-    parts.append(_frame("contentBlockStop", {"contentBlockIndex": 0, "p": "abcdef"}))
-    parts.append(_frame("messageStop", {"p": "abcd", "stopReason": stop}))
-    usage = {"inputTokens": 25, "outputTokens": size, "totalTokens": 25 + size}
-    parts.append(_frame("metadata", {"metrics": {"latencyMs": 900}, "p": "ab", "usage": usage}))
-    return Body("bedrock-converse-stream", kind, size, b"".join(parts), len(parts), text, arguments)
-
-
-def mistral_body(kind: str, size: int) -> Body:
-    """Mistral streams Chat Completions chunks: the same bytes, read by its own module."""
-    body = openai_body(kind, size)
-    return Body(
-        "mistral-conversations", kind, size, body.data, body.events, body.text, body.arguments
-    )
-
-
-def ollama_body(kind: str, size: int) -> Body:
-    """Ollama's /api/chat: one JSON line per token, then the `done` line with usage."""
-    assert kind == "text", "Ollama sends tool calls whole"
-    deltas = text_deltas(size)
-
-    def line(content: str, **extra: Any) -> str:
-        message = {"role": "assistant", "content": content}
-        obj = {"model": "bench", "created_at": "2025-01-01T00:00:00Z", "message": message}
-        return _dumps({**obj, "done": False, **extra}) + "\n"
-
-    parts = [line(d) for d in deltas]
-    end = {"done": True, "done_reason": "stop", "prompt_eval_count": 25, "eval_count": size}
-    parts.append(line("", **end))
-    text = "".join(deltas)
-    return Body("ollama-chat", kind, size, "".join(parts).encode(), len(parts), text, None)
-
-
-_BODIES = {
-    "anthropic-messages": anthropic_body,
-    "openai-completions": openai_body,
-    "openai-responses": responses_body,
-    "google-generative-ai": google_body,
-    "bedrock-converse-stream": bedrock_body,
-    "mistral-conversations": mistral_body,
-    "ollama-chat": ollama_body,
-}
-_EVENT_STREAM = "application/vnd.amazon.eventstream"
+        arguments, pieces = tool_arguments(size)
+        block = ToolCall(id="call_bench", name="write_file", arguments=arguments)
+    message = AssistantMessage(
+        api="faux", provider="bench", model="bench", content=[block],
+        usage=Usage(input=25, output=size),
+    )  # fmt: skip
+    first, *rest = faux_message(message).frames
+    key = "text" if kind == "text" else "args"
+    frames = [{**first, key: pieces[0]}, *({"b": first["b"], key: p} for p in pieces[1:])]
+    text = block.text if isinstance(block, TextContent) else ""
+    return FauxTurn(frames=(*frames, *rest)), text, arguments
 
 
 def make_body(provider: str, kind: str, size: int) -> Body:
-    return _BODIES[provider](kind, size)
+    """The body `provider`'s vendor streams for `bench_turn(kind, size)`: its bytes from
+    `stream_core.testing.vendor_bytes`, the API's own codec (stop reasons, usage fields
+    and events as the provider reads them), never written here a second time."""
+    # Imported here: a `--single` replay measures a process that loads no codec.
+    from stream_core.testing import vendor_bytes
+
+    turn, text, arguments = bench_turn(kind, size)
+    synth = vendor_bytes(turn, provider, model="bench")
+    media = str(synth.meta["headers"]["content-type"])
+    return Body(provider, kind, size, synth.body, count_events(synth.body), text, arguments, media)
+
+
+def sniff_media(data: bytes) -> str:
+    """The content type of a body `make_body` wrote, read back from its bytes (as
+    `count_events` tells them apart)."""
+    if data.startswith((b"event:", b"data:")):
+        return "text/event-stream"
+    return "application/x-ndjson" if data.startswith(b"{") else "application/vnd.amazon.eventstream"
 
 
 def count_events(data: bytes) -> int:
@@ -565,12 +231,6 @@ def count_events(data: bytes) -> int:
         pos += struct.unpack_from(">I", data, pos)[0]
         n += 1
     return n
-
-
-def media_type(provider: str) -> str:
-    if provider == "bedrock-converse-stream":
-        return _EVENT_STREAM
-    return "application/x-ndjson" if provider.startswith("ollama") else "text/event-stream"
 
 
 # --- the two sides ------------------------------------------------------------------------
@@ -725,7 +385,7 @@ async def _timed(fn: Callable[[], Awaitable[Any]]) -> float:
 
 async def measure(body: Body, repeat: int) -> Row:
     model = bench_model(body.provider)
-    async with make_client(body.data, media_type(body.provider)) as client:
+    async with make_client(body.data, body.media) as client:
         # Warm-up, and the correctness check (once, outside the timing).
         bare_events = await run_bare(client, body.provider)
         core_events, message = await run_core(client, model)
@@ -838,6 +498,8 @@ def peak_rss_kb(body: Body, side: str, url: str) -> int:
             str(body.size),
             "--url",
             url,
+            "--events",
+            str(body.events),
         ],
         capture_output=True,
         text=True,
@@ -944,14 +606,22 @@ def as_json(rows: list[Row], repeat: int, mode: str = "inprocess") -> dict[str, 
 
 
 async def run_single(
-    provider: str, kind: str, side: str, size: int, body_file: Path | None, url: str | None
+    provider: str,
+    kind: str,
+    side: str,
+    size: int,
+    body_file: Path | None,
+    url: str | None,
+    events: int | None = None,
 ) -> int:
-    """One replay, no warm-up, no check beyond event counts: what cachegrind measures."""
+    """One replay, no warm-up, no check beyond event counts: what cachegrind measures.
+    `events`: the body's (the parent knows it); else a tiny body tells them."""
     if url is not None:
         # The server has the body; this process only counts what it reads. The events
         # around the deltas are a constant per provider and kind: a tiny body tells them
         # (generating the full one here would add work that grows with the size).
-        events = size + (make_body(provider, kind, 8).events - 8)
+        if events is None:
+            events = size + (make_body(provider, kind, 8).events - 8)
         if side == "bare":
             async with httpx.AsyncClient(timeout=None) as client:
                 n = await run_bare(client, provider, url + "/bench")
@@ -967,7 +637,7 @@ async def run_single(
     else:
         body = make_body(provider, kind, size)
         data, events = body.data, body.events
-    async with make_client(data, media_type(provider)) as client:
+    async with make_client(data, sniff_media(data)) as client:
         if side == "bare":
             n = await run_bare(client, provider)
             assert n == events, (n, events)
@@ -1000,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--url", help="with --single: read the body from a benchmarks/server.py base URL"
     )
+    parser.add_argument("--events", type=int, help="with --url: the body's events")
     parser.add_argument(
         "--mode",
         choices=("inprocess", "socket"),
@@ -1012,7 +683,9 @@ def main(argv: list[str] | None = None) -> int:
         provider, kind, side, size = args.single
         if provider not in PROVIDERS or kind not in KINDS or side not in SIDES:
             parser.error(f"--single wants one of {PROVIDERS}, {KINDS}, {SIDES} and a size")
-        events = asyncio.run(run_single(provider, kind, side, int(size), args.body, args.url))
+        events = asyncio.run(
+            run_single(provider, kind, side, int(size), args.body, args.url, args.events)
+        )
         print(json.dumps({"events": events, "rss_kb": peak_rss_self_kb()}))
         return 0
 

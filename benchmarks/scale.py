@@ -21,7 +21,8 @@ stream-core and what they import), so they can run in a real install: `--venv DI
 one the way `cold_start.py` does (`build_venv`: `uv pip install --compile-bytecode` of this
 checkout, no dev group; `--rebuild` after changing stream-core) and runs the workers with
 its interpreter; `--python PATH` runs them with any interpreter; by default they run with
-the driver's. The driver and the server may run in any Python.
+the driver's. The server runs in the driver's Python, which needs stream-core (its bodies
+are written by the Anthropic codec, `vendor_bytes`).
 
 Scale (the default): streams of `--events` SSE events (one HTTP chunk each) sent in writes
 of 50 events. The server sends the first write, and the rest (100 ms apart) once every

@@ -2,11 +2,12 @@
 
     python benchmarks/scale_server.py [--lifetime SECONDS]
 
-Standard library only (it loads nothing the measured side imports), asyncio, so one
-process holds thousands of sockets; it listens on 127.0.0.1 with a 4096-deep accept queue
-and prints its port as the first line of stdout. It stops when its stdin closes (its
-parent is gone) or after `--lifetime` seconds. Every body is an Anthropic Messages stream,
-the request path says what to send:
+Asyncio, so one process holds thousands of sockets; it listens on 127.0.0.1 with a
+4096-deep accept queue and prints its port as the first line of stdout. It stops when its
+stdin closes (its parent is gone) or after `--lifetime` seconds. Every body is an Anthropic
+Messages stream written by the Anthropic codec (`stream_core.testing.vendor_bytes`, errors
+by the dialect's `error_body`), made once per size, the first before it listens (so its
+imports are paid before any stream). The request path says what to send:
 
 - `/s/EVENTS/GAP_MS/PER_WRITE/...`: a stream of EVENTS SSE events (5 of framing, the rest
   text deltas), one HTTP chunk per event, PER_WRITE chunks per socket write, GAP_MS
@@ -31,77 +32,46 @@ import socket
 import struct
 import sys
 import threading
+from http import HTTPStatus
 
 from server import read_request  # benchmarks/, this script's own folder
 
+from stream_core import ErrorKind, Usage
+from stream_core.provider import dialect
+from stream_core.testing import FauxTurn, faux_text, vendor_bytes
+
+API = "anthropic-messages"
 _HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
     b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
 )
 
 
-def _event(name: str, data: dict[str, object]) -> bytes:
-    body = b"event: %s\ndata: %s\n\n" % (name.encode(), json.dumps(data).encode())
-    return b"%x\r\n%s\r\n" % (len(body), body)
-
-
 def stream_events(count: int) -> list[bytes]:
-    """`count` events (at least 6) of one Anthropic text stream, each an HTTP chunk."""
+    """`count` events (at least 6) of one Anthropic text stream, each an HTTP chunk: the
+    bytes `vendor_bytes` writes (the Anthropic codec's) for a text of `count - 5` deltas."""
     deltas = max(count - 5, 1)
-    start = {
-        "type": "message_start",
-        "message": {
-            "id": "msg_bench",
-            "type": "message",
-            "role": "assistant",
-            "model": "bench",
-            "content": [],
-            "stop_reason": None,
-            "usage": {"input_tokens": 3, "output_tokens": 1},
-        },
-    }
-    out = [
-        _event("message_start", start),
-        _event(
-            "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
-        ),
-    ]
-    for i in range(deltas):
-        delta = {"type": "text_delta", "text": f"word{i % 10} "}
-        out.append(
-            _event(
-                "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
-            )
-        )
-    out.append(_event("content_block_stop", {"type": "content_block_stop", "index": 0}))
-    out.append(
-        _event(
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "end_turn"},
-                "usage": {"output_tokens": deltas},
-            },
-        )
-    )
-    out.append(_event("message_stop", {"type": "message_stop"}))
-    return out
+    first, *rest = faux_text("", usage=Usage(input=3, output=deltas)).frames
+    pieces = [{**first, "text": "word0 "}]
+    pieces += [{"b": first["b"], "text": f"word{i % 10} "} for i in range(1, deltas)]
+    body = vendor_bytes(FauxTurn(frames=(*pieces, *rest)), API, model="bench").body
+    events = [e + b"\n\n" for e in body.split(b"\n\n") if e]
+    return [b"%x\r\n%s\r\n" % (len(e), e) for e in events]
 
 
 _bodies: dict[int, list[bytes]] = {}
 
 
-def _error(status: bytes, extra: bytes, kind: str) -> bytes:
-    body = json.dumps({"type": "error", "error": {"type": kind, "message": "hostile"}}).encode()
+def _error(kind: ErrorKind, extra: bytes) -> bytes:
+    """An HTTP error of `kind` as Anthropic answers it (the dialect's `error_body`)."""
+    status, error = dialect(API).error_body(kind, "hostile")
+    body = json.dumps(error).encode()
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:  # Anthropic's 529
+        phrase = "Overloaded"
     return (
-        b"HTTP/1.1 "
-        + status
-        + b"\r\ncontent-type: application/json\r\n"
+        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n" % (status, phrase.encode())
         + extra
         + b"content-length: %d\r\n\r\n%s" % (len(body), body)
     )
@@ -120,9 +90,9 @@ async def _hostile(behaviour: str, writer: asyncio.StreamWriter) -> bool:
     if behaviour == "ok":
         writer.write(_HEAD + b"".join(short) + b"0\r\n\r\n")
     elif behaviour == "429":
-        writer.write(_error(b"429 Too Many Requests", b"retry-after: 0\r\n", "rate_limit_error"))
+        writer.write(_error("rate_limit", b"retry-after: 0\r\n"))
     elif behaviour == "500":
-        writer.write(_error(b"500 Internal Server Error", b"", "api_error"))
+        writer.write(_error("server", b""))
     elif behaviour == "reset":
         writer.write(_HEAD + b"".join(short[:4]))
         await writer.drain()
@@ -192,6 +162,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 
 async def serve(lifetime: float) -> None:
+    _bodies.setdefault(12, stream_events(12))  # the codec's imports, before any stream
     listener = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
     print(listener.sockets[0].getsockname()[1], flush=True)
     await asyncio.sleep(lifetime)
