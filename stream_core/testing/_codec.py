@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
+from .._dialects import DIALECTS, dialect
 from .._errors import STATUS_KINDS, is_context_overflow
 from .._kinds import BLOCK_KINDS
 from .._types import Citation, ErrorKind
@@ -30,6 +31,7 @@ __all__ = [
     "Turn",
     "block_summary",
     "error_word",
+    "http_error",
     "read_turn",
     "stop_word",
 ]
@@ -126,6 +128,25 @@ def error_word(api: str, kind: ErrorKind, message: str = "") -> ErrorWord:
 def http_status(kind: ErrorKind) -> int:
     """The HTTP status an error event of `kind` carries (500 where no status means it)."""
     return next((status for status, means in STATUS_KINDS.items() if means == kind), 500)
+
+
+def http_error(
+    api: str, kind: ErrorKind, message: str, status: int | None = None
+) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body) of an HTTP error of `kind` as `api`'s server answers it: the
+    dialect codec's `error_body` where the API has a dialect (Anthropic; OpenAI's, which
+    Mistral and Responses share), else `status` (the one the library reads as `kind` by
+    default) with Gemini's status word (`error_word`) or the bare message Bedrock and
+    Ollama send. `status` overrides the dialect's own."""
+    if api in DIALECTS or api == "mistral-conversations":  # Mistral's: OpenAI's shape
+        codec = dialect(api if api in DIALECTS else "openai-completions")
+        said, body = codec.error_body(kind, message)
+        return status or said, body
+    status = status or http_status(kind)
+    if api == "google-generative-ai":
+        word = error_word(api, kind, message).word
+        return status, {"error": {"code": status, "message": message, "status": word}}
+    return status, {"error": message} if api.startswith("ollama") else {"message": message}
 
 
 # --- a faux turn as the writers read it ------------------------------------------------------

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._dialects import DIALECTS, dialect
 from .._types import AssistantMessage, ErrorKind
-from ._codec import error_word, http_status
+from ._codec import http_error
 from ._faux import FauxTurn, faux_text
 
 OURS = "(the fake vendor's own error)"
@@ -63,19 +62,9 @@ SHAPE_APIS: dict[str, str] = {
 
 
 def error_body(shape: str, kind: ErrorKind, text: str) -> tuple[int, dict[str, Any]]:
-    """An HTTP error of `kind` as the vendor of `shape` answers it: the dialect codec's
-    `error_body` where the API has a dialect (Anthropic; OpenAI's, which Mistral and
-    Responses share), else the status the library reads as `kind` with Gemini's status
-    word (its provider's table, as `vendor_bytes` says it) or the bare message Bedrock
-    and Ollama send."""
-    api = SHAPE_APIS[shape]
-    if api in DIALECTS:
-        return dialect(api).error_body(kind, text)
-    status = http_status(kind)
-    if api == "google-generative-ai":
-        word = error_word(api, kind, text).word
-        return status, {"error": {"code": status, "message": text, "status": word}}
-    return status, {"error": text} if api.startswith("ollama") else {"message": text}
+    """An HTTP error of `kind` as the vendor of `shape` answers it (`_codec.http_error`:
+    the dialect codec's `error_body`, or the provider's own words)."""
+    return http_error(SHAPE_APIS[shape], kind, text)
 
 
 def not_found_body(shape: str, model: str) -> dict[str, Any]:

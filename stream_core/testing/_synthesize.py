@@ -98,29 +98,31 @@ def vendor_bytes(
         meta.update(status=faux.status, headers={"content-type": "application/json"})
         if faux.retry_after is not None:
             meta["headers"]["retry-after"] = f"{faux.retry_after:g}"
-        return Synthesized(_http_body(faux), meta)
+        return Synthesized(_http_body(faux, api), meta)
     read = _codec.read_turn(faux, api)
     body = writer[0](read).replace(_MODEL.encode(), model.encode())
     meta.update(status=200, headers={"content-type": writer[1]}, expect=_expect(read))
     return Synthesized(body, meta)
 
 
-def _http_body(faux: FauxTurn) -> bytes:
-    """An HTTP error turn's body. A vendor says a context overflow with a 400 and its
-    wording (no API has a status for it): `faux_error("context_overflow", status=400)`'s
-    body gets the words every provider reads, so it comes back `context_overflow`."""
-    if faux.error_kind != "context_overflow":
-        return faux.http_body
+def _http_body(faux: FauxTurn, api: str) -> bytes:
+    """An HTTP error turn's body, as `api`'s server words an error of its kind
+    (`_codec.http_error`: the dialect codec's error body, or the provider's own words), so
+    it reads back as that kind. A vendor says a context overflow with a 400 and its wording
+    (no API has a status for it): `faux_error("context_overflow", status=400)`'s message
+    gets the words every provider reads. A turn with a body of its own keeps it."""
+    kind = faux.error_kind
     try:
         data = json.loads(faux.http_body)
-        error = data["error"]
-        message = str(error["message"])
+        message = data["error"]["message"]
+        own = data != {"error": {"type": kind, "message": message}}
     except (ValueError, TypeError, KeyError):
+        own = True
+    if kind is None or own:  # not `faux_error`'s: a body scripted by hand
         return faux.http_body
-    if is_context_overflow(message):
-        return faux.http_body
-    error.update(type="context_length_exceeded", message=f"{message}: {_OVERFLOW_WORDS}")
-    return json.dumps(data).encode()
+    if kind == "context_overflow" and not is_context_overflow(message):
+        message = f"{message}: {_OVERFLOW_WORDS}"
+    return json.dumps(_codec.http_error(api, kind, message, faux.status)[1]).encode()
 
 
 _OVERFLOW_WORDS = "the prompt exceeds the context window"
