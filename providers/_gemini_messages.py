@@ -32,7 +32,9 @@ from ._gemini_parts import API, RESPONSE_METADATA, SIGNATURE, file_part
 __all__ = ["convert_messages"]
 
 # Models that reject a function call without a thought signature in the current turn; a
-# call from another model gets Google's documented placeholder instead.
+# call from another model gets Google's documented placeholder instead. Only the first
+# call of a model turn is checked (and signed: Gemini signs the first of parallel calls
+# only), so the others go as they came, unsigned.
 _SIGNATURE_REQUIRED = ("gemini-3",)
 _PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
 # Models that take images inside a function response (`functionResponse.parts`); others
@@ -153,6 +155,7 @@ def _model_parts(model: Model, m: AssistantMessage, api: str) -> list[dict[str, 
     # tool parts, files, vendor parts) lose theirs here when another model wrote them.
     same = is_same_model(m, api=api, provider=model.provider, model_id=model.id)
     parts: list[dict[str, Any]] = []
+    first_call = True
     for b in m.content:
         if isinstance(b, TextContent):
             # Citations are not sent: Gemini's request has no field for them (its grounding
@@ -173,14 +176,19 @@ def _model_parts(model: Model, m: AssistantMessage, api: str) -> list[dict[str, 
         elif isinstance(b, ToolCall):
             part = {"functionCall": {"name": b.name, "args": b.arguments}}
             signature = b.thought_signature
-            if signature is None and any(f in model.id for f in _SIGNATURE_REQUIRED):
+            if signature is None and first_call and _signature_required(model):
                 signature = _PLACEHOLDER_SIGNATURE
+            first_call = False
             if signature:
                 part["thoughtSignature"] = signature
             parts.append(part)
         else:
             model_block_parts(parts, b, same)
     return parts
+
+
+def _signature_required(model: Model) -> bool:
+    return any(f in model.id for f in _SIGNATURE_REQUIRED)
 
 
 def _own(part: dict[str, Any], same: bool) -> dict[str, Any] | None:

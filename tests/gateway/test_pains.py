@@ -1,0 +1,173 @@
+"""The breakages users of translating proxies report again and again (issue 36; LiteLLM's
+proxy, claude-code-router and small bridges; ../shared/reference/peers.md), each as a
+test named for the pain, from the client's side: the official SDK against the gateway on
+loopback (the fidelity matrix's harness, `matrix_support`), a loopback vendor of the wire
+API the pain is about, and what that vendor got on the next request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("anthropic")
+pytest.importorskip("openai")
+pytest.importorskip("uvicorn")
+
+from matrix_clients import Ask, Failure, Reading  # noqa: E402
+from matrix_support import (  # noqa: E402
+    CLIENT_KEY,
+    VENDOR_ENV,
+    Matrix,
+    _same,
+    oracle,
+    render,
+    upstream,
+)
+from matrix_vendors import problems  # noqa: E402
+
+from stream_core import (  # noqa: E402
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    Usage,
+)
+from stream_core.gateway import GatewayConfig, Upstream  # noqa: E402
+from stream_core.testing import ANY_MODEL, fake_vendor  # noqa: E402
+
+slow = pytest.mark.slow
+
+DIALECTS = ("anthropic-messages", "openai-responses", "openai-completions")
+SHORT = {"anthropic-messages": "anthropic", "openai-responses": "responses",
+         "openai-completions": "chat"}  # fmt: skip
+GEMINI_3 = "google/gemini-3-flash-preview"
+SIG = "CiQBmatrixGeminiThoughtSignatureOne=="
+SIG_TEXT = "CiQBmatrixGeminiTextPartSignature=="
+USAGE = Usage(input=120, output=30, cache_read=40, cache_write=20)
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in VENDOR_ENV.items():
+            env.setenv(name, value)
+        folder = tmp_path_factory.mktemp("pains")
+        env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "no-credentials"))
+        env.setenv("AWS_CONFIG_FILE", str(folder / "no-config"))
+        with Matrix(folder) as m:
+            yield m
+
+
+def msg(*blocks: Any, stop: str = "stop", usage: Usage = USAGE) -> AssistantMessage:
+    return AssistantMessage.model_validate(
+        {"api": "faux", "provider": "faux", "model": "m", "content": list(blocks),
+         "stop_reason": stop, "usage": usage}
+    )  # fmt: skip
+
+
+def call(id_: str, city: str, **extra: Any) -> ToolCall:
+    return ToolCall(id=id_, name="get_weather", arguments={"city": city}, **extra)
+
+
+def converse(
+    m: Matrix,
+    dialect: str,
+    spec: str,
+    turns: list[AssistantMessage],
+    ask: Ask,
+    *,
+    api: str | None = None,
+    convo: list[Any] | None = None,
+    user: str | None = None,
+) -> tuple[list[Reading], list[Any]]:
+    """A conversation of `len(turns)` requests: the `dialect` client asks, the upstream
+    (`spec`, served by a loopback vendor playing `turns`) answers, the client answers the
+    calls (or says `user`) and asks again. Each answer must be, in the SDK, what the
+    upstream's bytes say (the matrix's projection); every request the vendor got must be
+    one it accepts. Returns the SDK's readings and the vendor's requests."""
+    model = Upstream(spec, api=api).resolve()
+    folder = m.folder / f"pain{m.n + 1}"
+    rendered = [render(t, model, folder, None) for t in turns]
+    client = m.clients[dialect]
+    readings: list[Reading] = []
+    with fake_vendor(scenarios={ANY_MODEL: [p for p, _ in rendered]}) as fake:
+        name = m.name()
+        m.serve(GatewayConfig(models={name: upstream(spec, api, fake.url)}))
+        convo = convo if convo is not None else client.start()
+        for n, (_, synth) in enumerate(rendered, 1):
+            got = client.send(name, convo, ask)
+            if isinstance(got, Failure):
+                raise AssertionError(f"turn {n}: HTTP {got.status} {got.type}: {got.message}")
+            _same(f"turn {n}", client.project(oracle(model, synth)), got.form)
+            readings.append(got)
+            if n < len(rendered):
+                convo = client.follow(convo, got, user)
+        sent = list(fake.requests)
+    assert len(sent) == len(turns), f"the vendor got {len(sent)} requests"
+    for n, r in enumerate(sent, 1):
+        wrong = problems(model.api, r.body, r.headers, CLIENT_KEY)
+        assert not wrong, f"request {n} to {model.api} would be refused: {wrong}"
+    return readings, sent
+
+
+def gemini_parts(body: dict[str, Any], role: str = "model") -> list[dict[str, Any]]:
+    return [p for c in body["contents"] if c["role"] == role for p in c["parts"]]
+
+
+# --- 1. Gemini `thought_signature` 400 on the second turn ----------------------------------
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_gemini_thought_signature_400_on_the_second_turn(matrix: Matrix, dialect: str) -> None:
+    """Gemini 3 refuses a function call sent back without the `thoughtSignature` it came
+    with. Through the gateway, the second request carries it, exactly, on that part."""
+    turns = [
+        msg(call("call_1", "Paris", thought_signature=SIG), stop="tool_use"),
+        msg(TextContent(text="24 °C and sunny.")),
+    ]
+    readings, sent = converse(matrix, dialect, GEMINI_3, turns, Ask(tools=True))
+    assert [c[1] for c in readings[0].calls] == [{"city": "Paris"}]
+    (part,) = [p for p in gemini_parts(sent[1].body) if "functionCall" in p]
+    assert part["functionCall"] == {"name": "get_weather", "args": {"city": "Paris"}}
+    assert part["thoughtSignature"] == SIG
+    (answer,) = [p for p in gemini_parts(sent[1].body, "user") if "functionResponse" in p]
+    assert answer["functionResponse"]["name"] == "get_weather"
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_gemini_thought_signature_400_with_parallel_calls(matrix: Matrix, dialect: str) -> None:
+    """Parallel calls: Gemini signs the first call only, and wants the parts back as they
+    came: the signature on the first, in its place, none made up for the second."""
+    turns = [
+        msg(call("call_1", "Paris", thought_signature=SIG), call("call_2", "Rome"),
+            stop="tool_use"),
+        msg(TextContent(text="Paris 24 °C, Rome 19 °C.")),
+    ]  # fmt: skip
+    readings, sent = converse(matrix, dialect, GEMINI_3, turns, Ask(tools=True))
+    assert [c[1] for c in readings[0].calls] == [{"city": "Paris"}, {"city": "Rome"}]
+    parts = [p for p in gemini_parts(sent[1].body) if "functionCall" in p]
+    assert [p["functionCall"]["args"] for p in parts] == [{"city": "Paris"}, {"city": "Rome"}]
+    assert parts[0]["thoughtSignature"] == SIG
+    assert "thoughtSignature" not in parts[1], parts[1]
+    answers = [p for p in gemini_parts(sent[1].body, "user") if "functionResponse" in p]
+    assert len(answers) == 2
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_gemini_thought_signature_on_a_text_part(matrix: Matrix, dialect: str) -> None:
+    """A signature on a text part (the part before a call, or an answer's last part) goes
+    back on that text part."""
+    turns = [
+        msg(TextContent(text="Let me look.", text_signature=SIG_TEXT),
+            call("call_1", "Paris", thought_signature=SIG), stop="tool_use"),
+        msg(TextContent(text="24 °C and sunny.")),
+    ]  # fmt: skip
+    _, sent = converse(matrix, dialect, GEMINI_3, turns, Ask(tools=True))
+    parts = gemini_parts(sent[1].body)
+    assert parts[0] == {"text": "Let me look.", "thoughtSignature": SIG_TEXT}
+    assert parts[1]["thoughtSignature"] == SIG
