@@ -149,6 +149,11 @@ class Compat:
     response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
     """What `response_format` the server takes for a structured answer: a JSON Schema, plain
     JSON mode (the schema goes in the system prompt), or none (a forced tool is used)."""
+    reasoning_content: bool = False
+    """Every assistant turn goes back with a `reasoning_content` string: the model's own
+    reasoning, or "" (another model's turn, a turn without any). DeepSeek's thinking mode
+    refuses a tool loop whose turns lack it ("Missing `reasoning_content` field"); OpenAI
+    refuses the unknown field, so it is off by default."""
 
 
 COMPAT: dict[str, Compat] = {
@@ -173,7 +178,10 @@ COMPAT: dict[str, Compat] = {
     ),
     "xai": Compat(base_url="https://api.x.ai/v1", env="XAI_API_KEY", reasoning_effort=True),
     "deepseek": Compat(
-        base_url="https://api.deepseek.com", env="DEEPSEEK_API_KEY", response_format="json_object"
+        base_url="https://api.deepseek.com",
+        env="DEEPSEEK_API_KEY",
+        response_format="json_object",
+        reasoning_content=True,
     ),
     "openrouter": Compat(
         base_url="https://openrouter.ai/api/v1", env="OPENROUTER_API_KEY", top_k=True
@@ -414,6 +422,11 @@ def _assistant(m: AssistantMessage, compat: Compat) -> dict[str, Any] | None:
         out["content"] = "" if compat.empty_content == "string" else None
     if calls:
         out["tool_calls"] = calls
+    if compat.reasoning_content:
+        # Only the same model's thinking is still a thinking block here (handoff made
+        # another model's text).
+        own = (b.thinking for b in m.content if isinstance(b, ThinkingContent) and not b.redacted)
+        out["reasoning_content"] = "".join(own)
     out.update(signatures)
     return out
 

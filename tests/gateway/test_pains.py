@@ -20,6 +20,7 @@ from matrix_clients import Ask, Failure, Reading  # noqa: E402
 from matrix_support import (  # noqa: E402
     CLIENT_KEY,
     VENDOR_ENV,
+    VENDOR_KEY,
     Matrix,
     _same,
     oracle,
@@ -31,6 +32,7 @@ from matrix_vendors import problems  # noqa: E402
 from stream_core import (  # noqa: E402
     AssistantMessage,
     TextContent,
+    ThinkingContent,
     ToolCall,
     Usage,
 )
@@ -51,7 +53,7 @@ USAGE = Usage(input=120, output=30, cache_read=40, cache_write=20)
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
     with pytest.MonkeyPatch.context() as env:
-        for name, value in VENDOR_ENV.items():
+        for name, value in {**VENDOR_ENV, "DEEPSEEK_API_KEY": VENDOR_KEY}.items():
             env.setenv(name, value)
         folder = tmp_path_factory.mktemp("pains")
         env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "no-credentials"))
@@ -171,3 +173,70 @@ def test_gemini_thought_signature_on_a_text_part(matrix: Matrix, dialect: str) -
     parts = gemini_parts(sent[1].body)
     assert parts[0] == {"text": "Let me look.", "thoughtSignature": SIG_TEXT}
     assert parts[1]["thoughtSignature"] == SIG
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_gemini_thought_signature_400_after_another_vendors_calls(
+    matrix: Matrix, dialect: str
+) -> None:
+    """A session another vendor's model began (Claude's or OpenAI's calls, unsigned) goes
+    on with Gemini 3: the first call of that turn gets Google's documented placeholder
+    signature (never another vendor's signature), so the request is not refused."""
+    turns = [msg(TextContent(text="As I found: 24 °C in Paris."))]
+    convo = matrix.clients[dialect].history()
+    _, sent = converse(matrix, dialect, GEMINI_3, turns, Ask(tools=True), convo=convo)
+    (part,) = [p for p in gemini_parts(sent[0].body) if "functionCall" in p]
+    assert part["thoughtSignature"] == "skip_thought_signature_validator"
+
+
+# --- 2. DeepSeek `reasoning_content` errors on the second turn ------------------------------
+
+DEEPSEEK = "deepseek/deepseek-v4-flash"
+
+
+def _assistants(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in body["messages"] if m["role"] == "assistant"]
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS[:2], ids=SHORT.get)
+def test_deepseek_reasoning_content_400_on_the_second_turn(matrix: Matrix, dialect: str) -> None:
+    """DeepSeek's thinking mode refuses a tool loop whose assistant turns come back
+    without their `reasoning_content` ("Missing `reasoning_content` field in the assistant
+    message", or "must be passed back to the API"). Through the gateway each DeepSeek turn
+    goes back with its own reasoning, the one after the calls and the later ones too."""
+    turns = [
+        msg(ThinkingContent(thinking="Paris weather: call the tool."), call("call_1", "Paris"),
+            stop="tool_use"),
+        msg(ThinkingContent(thinking="Got it: answer."), TextContent(text="24 °C, sunny.")),
+        msg(ThinkingContent(thinking="Tomorrow: no tool."), TextContent(text="Rain.")),
+    ]  # fmt: skip
+    ask = Ask(tools=True, thinking=True)
+    _, sent = converse(matrix, dialect, DEEPSEEK, turns[:2], ask)
+    (looped,) = _assistants(sent[1].body)
+    assert looped["reasoning_content"] == "Paris weather: call the tool."
+    assert [c["id"] for c in looped["tool_calls"]] == ["call_1"]
+    # A new question after the loop: every turn of the loop still goes back with its own.
+    _, sent = converse(matrix, dialect, DEEPSEEK, turns, ask, user="And tomorrow?")
+    later = _assistants(sent[2].body)
+    assert [a.get("reasoning_content") for a in later] == [
+        "Paris weather: call the tool.",
+        "Got it: answer.",
+    ]
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS[:2], ids=SHORT.get)
+def test_deepseek_reasoning_content_never_reaches_a_vendor_that_refuses_it(
+    matrix: Matrix, dialect: str
+) -> None:
+    """`reasoning_content` is DeepSeek's field: OpenAI refuses a message with a property it
+    does not know, so the same tool loop to OpenAI sends no such field."""
+    turns = [
+        msg(ThinkingContent(thinking="Paris weather: call the tool."), call("call_1", "Paris"),
+            stop="tool_use"),
+        msg(TextContent(text="24 °C, sunny.")),
+    ]  # fmt: skip
+    _, sent = converse(matrix, dialect, "openai/gpt-5", turns, Ask(tools=True, thinking=True))
+    assert all("reasoning_content" not in a for a in _assistants(sent[1].body))
