@@ -7,7 +7,8 @@ API the pain is about, and what that vendor got on the next request.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -37,7 +38,7 @@ from stream_core import (  # noqa: E402
     Usage,
 )
 from stream_core.gateway import GatewayConfig, Upstream  # noqa: E402
-from stream_core.testing import ANY_MODEL, fake_vendor  # noqa: E402
+from stream_core.testing import ANY_MODEL, Synthesized, fake_vendor  # noqa: E402
 
 slow = pytest.mark.slow
 
@@ -83,15 +84,19 @@ def converse(
     api: str | None = None,
     convo: list[Any] | None = None,
     user: str | None = None,
+    edit: Callable[[Synthesized], Synthesized] | None = None,
 ) -> tuple[list[Reading], list[Any]]:
     """A conversation of `len(turns)` requests: the `dialect` client asks, the upstream
     (`spec`, served by a loopback vendor playing `turns`) answers, the client answers the
     calls (or says `user`) and asks again. Each answer must be, in the SDK, what the
     upstream's bytes say (the matrix's projection); every request the vendor got must be
-    one it accepts. Returns the SDK's readings and the vendor's requests."""
+    one it accepts (`edit`: the vendor's bytes made more like the real vendor's). Returns
+    the SDK's readings and the vendor's requests."""
     model = Upstream(spec, api=api).resolve()
     folder = m.folder / f"pain{m.n + 1}"
     rendered = [render(t, model, folder, None) for t in turns]
+    if edit is not None:
+        rendered = [(edit(s).write(p.with_name(p.stem + "-edited")), edit(s)) for p, s in rendered]
     client = m.clients[dialect]
     readings: list[Reading] = []
     with fake_vendor(scenarios={ANY_MODEL: [p for p, _ in rendered]}) as fake:
@@ -240,3 +245,114 @@ def test_deepseek_reasoning_content_never_reaches_a_vendor_that_refuses_it(
     ]  # fmt: skip
     _, sent = converse(matrix, dialect, "openai/gpt-5", turns, Ask(tools=True, thinking=True))
     assert all("reasoning_content" not in a for a in _assistants(sent[1].body))
+
+
+# --- 3. `message_start` usage 0/0 ----------------------------------------------------------
+
+UPSTREAMS = {
+    "anthropic-messages": ("anthropic/claude-sonnet-4-5", None),
+    "openai-responses": ("openai/gpt-5", "openai-responses"),
+    "google-generative-ai": ("google/gemini-2.5-pro", None),
+    "bedrock-converse-stream": (
+        "amazon-bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        None,
+    ),
+    "openai-completions": ("openai/gpt-5", None),
+    "mistral-conversations": ("mistral/magistral-medium-latest", None),
+    "ollama-chat": ("ollama/qwen3", None),
+    "ollama-generate": ("ollama/qwen3", "ollama-generate"),
+}
+"""One catalog model per wire API (the matrix's)."""
+
+
+def gemini_usage_on_every_chunk(synth: Synthesized) -> Synthesized:
+    """Gemini as it streams: `usageMetadata` on every chunk, the prompt's counts (cached
+    ones included) from the first, the output's growing (`vendor_bytes` writes it once)."""
+    frames = [f for f in synth.body.split(b"\n\n") if f.strip()]
+    final = json.loads(frames[-1].removeprefix(b"data: "))["usageMetadata"]
+    out = b""
+    for n, frame in enumerate(frames, 1):
+        chunk = json.loads(frame.removeprefix(b"data: "))
+        prompt = {
+            k: v for k, v in final.items() if k in ("promptTokenCount", "cachedContentTokenCount")
+        }
+        chunk.setdefault(
+            "usageMetadata",
+            {**prompt, "candidatesTokenCount": n, "totalTokenCount": final["promptTokenCount"] + n},
+        )
+        out += b"data: " + json.dumps(chunk).encode() + b"\n\n"
+    return Synthesized(out, synth.meta)  # fmt: skip
+
+
+def _edit_for(api: str) -> Callable[[Synthesized], Synthesized] | None:
+    return gemini_usage_on_every_chunk if api == "google-generative-ai" else None
+
+
+@slow
+@pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
+def test_message_start_usage_0_0(matrix: Matrix, api: str) -> None:
+    """An Anthropic client (Claude Code) reads the prompt's size from `message_start`.
+    Where the upstream says its input and cache tokens before the first content (Anthropic
+    in its own message_start, Gemini on every chunk), `message_start` says them, never
+    0/0; the end says the same, with the output."""
+    spec, override = UPSTREAMS[api]
+    turns = [msg(TextContent(text="Paris is sunny today."))]
+    (got,), _ = converse(matrix, "anthropic-messages", spec, turns, Ask(), api=override,
+                         edit=_edit_for(api))  # fmt: skip
+    read = got.form["usage"]
+    assert got.start is not None and got.start["input_tokens"] > 0
+    assert got.start == {k: read[k] for k in got.start}, (got.start, read)
+    assert read["cache_read_input_tokens"] == USAGE.cache_read
+
+
+@slow
+@pytest.mark.parametrize("api", list(UPSTREAMS))
+def test_message_start_usage_0_0_final_usage_exact(matrix: Matrix, api: str) -> None:
+    """Every upstream: the final usage (the `message_delta` the SDK merges) is exactly the
+    upstream's, input and cache counts included; `message_start` says those counts or,
+    where the upstream says them only at its end (Responses, Chat Completions, Bedrock,
+    Mistral, Ollama), nothing yet: never other numbers."""
+    spec, override = UPSTREAMS[api]
+    turns = [msg(TextContent(text="Paris is sunny today."))]
+    (got,), _ = converse(matrix, "anthropic-messages", spec, turns, Ask(), api=override,
+                         edit=_edit_for(api))  # fmt: skip
+    read = got.form["usage"]
+    assert read["input_tokens"] > 0 and read["output_tokens"] == USAGE.output
+    assert got.start is not None
+    said = {k: read[k] for k in got.start}
+    assert got.start in (said, dict.fromkeys(said, 0)), (got.start, read)
+
+
+# --- 5. Cache read and write tokens lost in translation ------------------------------------
+
+CACHING = ("anthropic-messages", "openai-responses", "google-generative-ai",
+           "bedrock-converse-stream")  # fmt: skip
+CACHE_WRITE = ("anthropic-messages", "bedrock-converse-stream", "openai-responses")
+"""The upstreams that say a cache write (Responses: `input_tokens_details.cache_write_tokens`,
+as OpenRouter's says it; Gemini's cache has no such count)."""
+
+
+@slow
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+@pytest.mark.parametrize("api", CACHING)
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_cache_read_and_write_tokens_lost_in_translation(
+    matrix: Matrix, dialect: str, api: str, stream: bool
+) -> None:
+    """The upstream's cache reads and writes reach each client in its own fields: Anthropic
+    `cache_read_input_tokens` / `cache_creation_input_tokens`; OpenAI
+    `input_tokens_details.cached_tokens` (Responses) and
+    `prompt_tokens_details.cached_tokens` (Chat), its input total counting them."""
+    spec, override = UPSTREAMS[api]
+    turns = [msg(TextContent(text="Paris is sunny today."))]
+    (got,), _ = converse(matrix, dialect, spec, turns, Ask(stream=stream), api=override,
+                         edit=_edit_for(api))  # fmt: skip
+    u = got.form["usage"]
+    write = USAGE.cache_write if api in CACHE_WRITE else 0
+    if dialect == "anthropic-messages":
+        assert u["cache_read_input_tokens"] == USAGE.cache_read
+        assert u["cache_creation_input_tokens"] == write
+    else:
+        total = u["input_tokens"] if dialect == "openai-responses" else u["prompt_tokens"]
+        assert u["cached_tokens"] == USAGE.cache_read
+        assert total >= USAGE.cache_read + write + 1
