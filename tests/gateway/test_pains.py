@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
 from matrix_clients import Ask, Failure, Reading  # noqa: E402
+from matrix_scenarios import Skip, http_error  # noqa: E402
 from matrix_support import (  # noqa: E402
     CLIENT_KEY,
     VENDOR_ENV,
@@ -74,6 +76,14 @@ def call(id_: str, city: str, **extra: Any) -> ToolCall:
     return ToolCall(id=id_, name="get_weather", arguments={"city": city}, **extra)
 
 
+def vendor_says(turn: Any, model: Any, folder: Path) -> tuple[Path, Synthesized]:
+    """`turn` in `model`'s vendor's bytes (skipped where that vendor cannot say it)."""
+    try:
+        return render(turn, model, folder, None)
+    except Skip as e:
+        pytest.skip(str(e))
+
+
 def converse(
     m: Matrix,
     dialect: str,
@@ -94,7 +104,7 @@ def converse(
     the SDK's readings and the vendor's requests."""
     model = Upstream(spec, api=api).resolve()
     folder = m.folder / f"pain{m.n + 1}"
-    rendered = [render(t, model, folder, None) for t in turns]
+    rendered = [vendor_says(t, model, folder) for t in turns]
     if edit is not None:
         rendered = [(edit(s).write(p.with_name(p.stem + "-edited")), edit(s)) for p, s in rendered]
     client = m.clients[dialect]
@@ -356,3 +366,159 @@ def test_cache_read_and_write_tokens_lost_in_translation(
         total = u["input_tokens"] if dialect == "openai-responses" else u["prompt_tokens"]
         assert u["cached_tokens"] == USAGE.cache_read
         assert total >= USAGE.cache_read + write + 1
+
+
+# --- 4. "Content block is not a thinking block" ---------------------------------------------
+
+SIGNED = ("anthropic-messages", "bedrock-converse-stream")
+CLAUDE_SIG = "EqQBCkYIBxgCKkDpainsThinkingSignature"
+DELTA_BLOCKS = {
+    "text_delta": ("text",),
+    "citations_delta": ("text",),
+    "thinking_delta": ("thinking",),
+    "signature_delta": ("thinking",),
+    "input_json_delta": ("tool_use", "server_tool_use"),
+}
+"""Which block each delta may go to: Claude Code throws "Content block is not a thinking
+block" (and "Content block not found") on any other."""
+
+
+def strict_blocks(events: list[Any]) -> list[str]:
+    """The block types of a raw Messages stream, read as strictly as Claude Code reads
+    them: blocks opened at the next index, each delta to an open block of its type."""
+    opened: list[str] = []
+    open_now: set[int] = set()
+    for e in events:
+        if e.type == "content_block_start":
+            assert e.index == len(opened), f"block {e.index} opened after {len(opened)} blocks"
+            opened.append(e.content_block.type)
+            open_now.add(e.index)
+        elif e.type == "content_block_delta":
+            assert e.index in open_now, (
+                f"{e.delta.type} to block {e.index}: Content block not found"
+            )
+            kind = opened[e.index]
+            assert kind in DELTA_BLOCKS.get(e.delta.type, (kind,)), (
+                f"{e.delta.type} to a {kind} block: Content block is not a thinking block"
+            )
+        elif e.type == "content_block_stop":
+            assert e.index in open_now, f"block {e.index} stopped twice or never opened"
+            open_now.discard(e.index)
+    assert not open_now, f"blocks {sorted(open_now)} never stopped"
+    return opened
+
+
+@slow
+@pytest.mark.parametrize("api", list(UPSTREAMS))
+def test_content_block_is_not_a_thinking_block(matrix: Matrix, api: str) -> None:
+    """Reasoning that comes back after text and around a call (Kimi, MiniMax and Z.AI
+    interleave it so on Chat Completions) opens a new thinking block at a fresh index:
+    every thinking and signature delta goes to a thinking block."""
+    spec, override = UPSTREAMS[api]
+    sig = CLAUDE_SIG if api in SIGNED else None
+    script = msg(
+        ThinkingContent(thinking="Which city?", signature=sig),
+        TextContent(text="Let me check Paris."),
+        ThinkingContent(thinking="Now the tool.", signature=sig),
+        call("call_1", "Paris"),
+        stop="tool_use",
+    )
+    model = Upstream(spec, api=override).resolve()
+    path, synth = vendor_says(script, model, matrix.folder / f"pain{matrix.n + 1}")
+    read = oracle(model, synth)
+    client = matrix.clients["anthropic-messages"]
+    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
+        name = matrix.name()
+        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
+        kw = client._kwargs(name, client.start(), Ask(tools=True, thinking=True))
+        with client.sdk.messages.create(stream=True, **kw) as s:
+            events = list(s)
+    opened = strict_blocks(events)
+    said = [b.type for b in read.content]
+    expected = {"thinking": "thinking", "text": "text", "tool_call": "tool_use"}
+    assert [o for o in opened if o != "redacted_thinking"] == [expected[t] for t in said]
+
+
+def _thinking_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        b
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") in ("thinking", "redacted_thinking")
+    ]
+
+
+def _anthropic_accepts(body: dict[str, Any], headers: dict[str, str]) -> None:
+    """What Anthropic checks of thinking: every thinking block signed (by Anthropic: no
+    other vendor's signature), and with thinking on, the tool loop's turn opening with
+    its thinking (`problems`); where the loop began elsewhere, thinking is off instead."""
+    wrong = problems("anthropic-messages", body, headers, CLIENT_KEY)
+    assert not wrong, wrong
+    for b in _thinking_blocks(body):
+        assert b.get("signature") == CLAUDE_SIG or b["type"] == "redacted_thinking", b
+
+
+@slow
+@pytest.mark.parametrize("switch", ["config", "route"])
+def test_content_block_is_not_a_thinking_block_when_the_vendor_changes(
+    matrix: Matrix, switch: str
+) -> None:
+    """Claude Code with thinking on, one conversation: a tool loop begun on Gemini goes on
+    at Anthropic (the config changed, or the route fell over on a 429). No request sends
+    Anthropic a thinking block it did not sign: the loop Gemini began goes on with
+    thinking off (Anthropic's rule for a loop begun without it); the next loop, Claude's
+    own, sends its signed thinking first."""
+    gemini, claude = Upstream(GEMINI_3).resolve(), Upstream("anthropic/claude-sonnet-4-5").resolve()
+    folder = matrix.folder / f"pain{matrix.n + 1}"
+    on_gemini = msg(
+        ThinkingContent(thinking="Paris: call the tool."),
+        call("call_1", "Paris", thought_signature=SIG),
+        stop="tool_use",
+    )
+    at_claude = [
+        msg(TextContent(text="24 °C and sunny in Paris.")),
+        msg(ThinkingContent(thinking="Rome now.", signature=CLAUDE_SIG),
+            call("toolu_02Pains", "Rome"), stop="tool_use"),
+        msg(ThinkingContent(thinking="Done.", signature=CLAUDE_SIG), TextContent(text="19 °C.")),
+    ]  # fmt: skip
+    first = [vendor_says(on_gemini, gemini, folder / "gemini")[0]]
+    if switch == "route":
+        first.append(vendor_says(http_error(gemini.api, "rate_limit", "busy", 120), gemini,
+                                 folder / "gemini")[0])  # fmt: skip
+    later = [vendor_says(t, claude, folder / "claude")[0] for t in at_claude]
+    client = matrix.clients["anthropic-messages"]
+    ask = Ask(tools=True, thinking=True)
+    with (
+        fake_vendor(scenarios={ANY_MODEL: first}) as a,
+        fake_vendor(scenarios={ANY_MODEL: later}) as b,
+    ):
+        name = matrix.name()
+        to_gemini = upstream(GEMINI_3, None, a.url)
+        to_claude = upstream("anthropic/claude-sonnet-4-5", None, b.url)
+        if switch == "route":
+            matrix.serve(GatewayConfig(models={name: f"route:{name}"},
+                                       routes={name: [to_gemini, to_claude]}))  # fmt: skip
+        else:
+            matrix.serve(GatewayConfig(models={name: to_gemini}))
+        convo = client.start()
+        for n, follow_up in enumerate([None, "And Rome?", None, None]):
+            got = client.send(name, convo, ask)
+            assert not isinstance(got, Failure), f"turn {n + 1}: {got}"
+            if n == 0 and switch == "config":
+                matrix.serve(GatewayConfig(models={name: to_claude}))
+            if n < 3:
+                convo = client.follow(convo, got, follow_up)
+        sent = [r.body for r in b.requests]
+        heads = [r.headers for r in b.requests]
+    assert len(sent) == 3
+    for body, headers in zip(sent, heads, strict=True):
+        _anthropic_accepts(body, headers)
+    # The loop Gemini began: thinking off, Gemini's thinking as text, its signature gone.
+    assert (sent[0].get("thinking") or {}).get("type") in (None, "disabled")
+    assert SIG not in json.dumps(sent[0])
+    # Claude's own loop: thinking on, its signed thinking first in its tool-use turn.
+    assert sent[2]["thinking"]["type"] == "enabled"
+    last = [m for m in sent[2]["messages"] if m["role"] == "assistant"][-1]
+    assert last["content"][0] == {"type": "thinking", "thinking": "Rome now.",
+                                  "signature": CLAUDE_SIG}  # fmt: skip
