@@ -522,3 +522,143 @@ def test_content_block_is_not_a_thinking_block_when_the_vendor_changes(
     last = [m for m in sent[2]["messages"] if m["role"] == "assistant"][-1]
     assert last["content"][0] == {"type": "thinking", "thinking": "Rome now.",
                                   "signature": CLAUDE_SIG}  # fmt: skip
+
+
+# --- 6. `count_tokens` broken for non-Anthropic backends -----------------------------------
+
+COUNT_TOOLS = [
+    {"name": "get_weather", "description": "The weather in a city",
+     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                      "required": ["city"]}},
+]  # fmt: skip
+COUNT_MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def sdk_count(matrix: Matrix, target: Upstream, tools: bool = True) -> tuple[int, str]:
+    """`client.messages.count_tokens` (the Anthropic SDK) through the gateway: the count
+    and what `x-stream-core-count` says of it."""
+    name = matrix.name()
+    matrix.serve(GatewayConfig(models={name: target}))
+    sdk = matrix.clients["anthropic-messages"].sdk
+    extra = {"tools": COUNT_TOOLS} if tools else {}
+    raw = sdk.messages.with_raw_response.count_tokens(
+        model=name, system="Answer briefly.", messages=COUNT_MESSAGES, **extra
+    )
+    return raw.parse().input_tokens, raw.headers["x-stream-core-count"]
+
+
+@slow
+def test_count_tokens_broken_for_non_anthropic_backends(matrix: Matrix) -> None:
+    """Claude Code counts its context with `count_tokens`. Anthropic upstream: the
+    vendor's own count of the client's body (tools and system included), exact; Gemini:
+    its `countTokens` of the request the gateway would send, exact; an upstream with no
+    count endpoint: stream-core's estimate, tools and system counted, the header saying
+    it is one. No vendor key leaves the gateway, no client key reaches a vendor."""
+    from ops_upstreams import JsonUpstream
+
+    anthropic = JsonUpstream({"input_tokens": 421})
+    gemini = JsonUpstream({"totalTokens": 173})
+    try:
+        claude = upstream("anthropic/claude-sonnet-4-5", None, anthropic.url)
+        assert sdk_count(matrix, claude) == (421, "exact")
+        assert sdk_count(matrix, upstream(GEMINI_3, None, gemini.url)) == (173, "exact")
+    finally:
+        anthropic.close()
+        gemini.close()
+    (seen,) = anthropic.requests
+    assert seen.request_line.startswith("POST /v1/messages/count_tokens ")
+    assert seen.headers["x-api-key"] == VENDOR_KEY
+    assert json.loads(seen.body) == {"model": "claude-sonnet-4-5", "system": "Answer briefly.",
+                                     "messages": COUNT_MESSAGES, "tools": COUNT_TOOLS}  # fmt: skip
+    (seen,) = gemini.requests
+    assert ":countTokens" in seen.request_line
+    assert CLIENT_KEY not in json.dumps(seen.headers)
+    sent = json.loads(seen.body)["generateContentRequest"]
+    assert sent["systemInstruction"]["parts"] == [{"text": "Answer briefly."}]
+    (declared,) = sent["tools"][0]["functionDeclarations"]
+    assert declared["name"] == "get_weather"
+    # Chat Completions has no count endpoint: the estimate, tools and system included.
+    chat = upstream("openai/gpt-5", None, "http://127.0.0.1:9")  # never called
+    counted, how = sdk_count(matrix, chat)
+    bare, _ = sdk_count(matrix, chat, tools=False)
+    assert how == "estimate" and counted > bare > 0
+
+
+# --- 7. Mistral's nine-character tool ids ---------------------------------------------------
+
+MISTRAL = "mistral/mistral-medium-2604"
+TWINS = ("toolu_01A09q90qw90lq917835lq9", "toolu_01A09q90qw90lq917835lq8")
+"""Two of Claude's ids alike in their first nine letters and digits."""
+
+
+def _parallel_history(dialect: str, ids: tuple[str, str]) -> list[Any]:
+    """A parallel pair of calls another vendor's model made, with their results, in the
+    client's dialect."""
+    cities = ("Paris", "Rome")
+    ask = {"role": "user", "content": "Weather in Paris and Rome?"}
+    if dialect == "anthropic-messages":
+        calls = [{"type": "tool_use", "id": i, "name": "get_weather", "input": {"city": c}}
+                 for i, c in zip(ids, cities, strict=True)]  # fmt: skip
+        results = [{"type": "tool_result", "tool_use_id": i, "content": f"{c}: fine"}
+                   for i, c in zip(ids, cities, strict=True)]  # fmt: skip
+        return [ask, {"role": "assistant", "content": calls}, {"role": "user", "content": results}]
+    if dialect == "openai-responses":
+        items: list[Any] = [ask]
+        items += [
+            {
+                "type": "function_call",
+                "call_id": i,
+                "name": "get_weather",
+                "arguments": json.dumps({"city": c}),
+            }
+            for i, c in zip(ids, cities, strict=True)
+        ]
+        items += [{"type": "function_call_output", "call_id": i, "output": f"{c}: fine"}
+                  for i, c in zip(ids, cities, strict=True)]  # fmt: skip
+        return items
+    fns = [{"id": i, "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": c})}}
+           for i, c in zip(ids, cities, strict=True)]  # fmt: skip
+    return [ask, {"role": "assistant", "content": None, "tool_calls": fns},
+            *({"role": "tool", "tool_call_id": i, "content": f"{c}: fine"}
+              for i, c in zip(ids, cities, strict=True))]  # fmt: skip
+
+
+def _mistral_pairs(body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    calls = [c["id"] for m in body["messages"] for c in m.get("tool_calls") or ()]
+    answered = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+    return calls, answered
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_mistral_nine_character_tool_ids(matrix: Matrix, dialect: str) -> None:
+    """Mistral refuses any tool-call id that is not nine letters and digits. A history of
+    Claude's `toolu_...` ids or OpenAI's `call_...` ids reaches Mistral as nine-character
+    ids, two alike ones kept apart, each result answering its own call."""
+    answer = [msg(TextContent(text="Paris fine, Rome fine."))]
+    ids = (
+        TWINS
+        if dialect == "anthropic-messages"
+        else ("call_Pj6Zfq8kRdBgwsSWGcZPo0Mh", "call_Pj6Zfq8kRdBgwsSWGcZPo0Mi")
+    )
+    convo = _parallel_history(dialect, ids)
+    _, sent = converse(matrix, dialect, MISTRAL, answer, Ask(tools=True), convo=convo)
+    calls, answered = _mistral_pairs(sent[0].body)
+    assert len(set(calls)) == 2 and all(len(i) == 9 and i.isalnum() for i in calls), calls
+    assert answered == calls
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_mistral_nine_character_tool_ids_of_its_own_come_back(matrix: Matrix, dialect: str) -> None:
+    """Mistral's own ids go to the client (the SDK sees them) and come back to Mistral
+    unchanged on the next turn."""
+    turns = [
+        msg(call("Wq1k7Zp3K", "Paris"), call("Xr2m8Aq4L", "Rome"), stop="tool_use"),
+        msg(TextContent(text="Paris 24 °C, Rome 19 °C.")),
+    ]
+    readings, sent = converse(matrix, dialect, MISTRAL, turns, Ask(tools=True))
+    seen = [c[1] for c in readings[0].form["content"] if c[0] == "tool"]
+    assert seen == ["Wq1k7Zp3K", "Xr2m8Aq4L"]
+    assert _mistral_pairs(sent[1].body) == (["Wq1k7Zp3K", "Xr2m8Aq4L"],) * 2
