@@ -293,6 +293,8 @@ class Encoder:
     def __init__(self, model: str, carrier: Carrier | None = None) -> None:
         self.model = model
         self.carrier = carrier
+        self.tool_names: dict[str, tuple[str, str]] = {}
+        """Not read: Messages has no tool namespaces (the protocol's field)."""
         self.started = False
         self.count = 0
         """Blocks started so far: the next block's `index`."""

@@ -213,6 +213,8 @@ class ChatEncoder:
     ) -> None:
         self._model = model
         self._carrier = carrier
+        self.tool_names: dict[str, tuple[str, str]] = {}
+        """Not read: Chat Completions has no tool namespaces (the protocol's field)."""
         self._api = api
         self._table = table
         self._strict = strict
@@ -264,7 +266,9 @@ class ChatEncoder:
         kind = d.type
         i = d.content_index
         if kind == "text_delta":
-            if self._mistral and (i in self._texts or getattr(message.content[i], "citations", None)):
+            if self._mistral and (
+                i in self._texts or getattr(message.content[i], "citations", None)
+            ):
                 # Cited text waits for its end: its reference chunks cut it where cited.
                 self._texts.setdefault(i, []).append(d.delta)
                 return b""

@@ -130,6 +130,7 @@ class ResponsesEncoder:
         self.model = model
         self.carrier = carrier
         self.strict = strict
+        self.tool_names: dict[str, tuple[str, str]] = {}
         self.final: dict[str, Any] | None = None
         """The Response object of the terminal event, once written."""
         self._seq = 0
@@ -391,6 +392,7 @@ class ResponsesEncoder:
             "call_id": block.id,
             "name": block.name,
         }
+        self._declared(entry.item)
         entry.id = entry.item["id"]
         self._flush(out)
         self._show(entry, out)
@@ -432,11 +434,19 @@ class ResponsesEncoder:
         status = "incomplete" if block.truncated else "completed"
         item = {**entry.item, "status": status, "arguments": text}
         item.update(call_id=block.id or item["call_id"], name=block.name or item["name"])
+        self._declared(item)
         if self._native and block.raw is not None:
             item = dict(block.raw)  # the vendor's item (a program's call, a namespace)
         elif self._native and block.caller is not None:
             item["caller"] = block.caller
         self._finish(entry, item, out)
+
+    def _declared(self, item: dict[str, Any]) -> None:
+        """A call to a tool the client declared in a `namespace` (flattened for another
+        vendor) in the client's words: its namespace and its own name."""
+        declared = self.tool_names.get(item["name"])
+        if declared is not None:
+            item["namespace"], item["name"] = declared
 
     # --- server tools, built-in results, approvals, vendor items ---------------------------
 

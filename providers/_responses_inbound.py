@@ -68,6 +68,7 @@ from ._responses_builtin import (
     server_call,
 )
 from ._responses_inbound_parts import approval_answer, field_error, parts, tool_result
+from ._responses_inbound_tools import namespace_names
 from ._responses_inbound_tools import options as read_options
 from ._responses_inbound_tools import tools as read_tools
 from ._responses_items import part_texts
@@ -115,6 +116,7 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str]) -> Inboun
     history = _History(model)
     history.read(body.get("instructions"), body.get("input"))
     tools = read_tools(body.get("tools"))
+    flattened = namespace_names(body.get("tools"))
     options = read_options(body, unmodeled)
     try:
         context = Context(
@@ -133,6 +135,7 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str]) -> Inboun
         unmodeled=unmodeled,
         carriers=history.carriers,
         headers=said,
+        tool_names=flattened,
     )
 
 

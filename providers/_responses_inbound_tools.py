@@ -90,12 +90,62 @@ def tools(tools: Any) -> list[Tool | ServerTool]:
         where = f"tools[{j}]"
         if not isinstance(raw, dict):
             raise RequestFieldError(where, "a tool: a JSON object")
+        if raw.get("type") == "namespace":
+            out.extend(_namespace(raw, where))
+            continue
         try:
             out.append(_tool(raw, where))
         except StreamFailure as e:
             raise field_error(e.error, where) from None
         except ValidationError as e:
             raise RequestFieldError(where, str(e).splitlines()[-1].strip()) from None
+    return out
+
+
+NAMESPACE_JOIN = "__"
+"""A `namespace` tool's member goes to other vendors as one function named
+`<namespace>__<name>` (no vendor has namespaces; `__` is a legal name character in all)."""
+
+
+def namespace_names(tools: Any) -> dict[str, tuple[str, str]]:
+    """Each flattened member of the request's `namespace` tools -> (namespace, name)."""
+    out: dict[str, tuple[str, str]] = {}
+    for raw in tools if isinstance(tools, list) else ():
+        if isinstance(raw, dict) and raw.get("type") == "namespace":
+            space = raw.get("name")
+            for member in raw.get("tools") or ():
+                name = member.get("name") if isinstance(member, dict) else None
+                if isinstance(space, str) and isinstance(name, str):
+                    out[f"{space}{NAMESPACE_JOIN}{name}"] = (space, name)
+    return out
+
+
+def _namespace(raw: dict[str, Any], where: str) -> list[Tool | ServerTool]:
+    """A `namespace` tool's members as function tools named `<namespace>__<name>`, its
+    description before each one's."""
+    space = required_field(raw, "name", str, where)
+    members = raw.get("tools")
+    if not isinstance(members, list):
+        raise RequestFieldError(f"{where}.tools", "a list of the namespace's tools")
+    about = optional_field(raw, "description", str, where) or ""
+    out: list[Tool | ServerTool] = []
+    for k, member in enumerate(members):
+        inner = f"{where}.tools[{k}]"
+        if not isinstance(member, dict) or member.get("type") not in ("function", "custom"):
+            raise RequestFieldError(inner, "a function or custom tool")
+        try:
+            tool = _tool(member, inner)
+        except StreamFailure as e:
+            raise field_error(e.error, inner) from None
+        except ValidationError as e:
+            raise RequestFieldError(inner, str(e).splitlines()[-1].strip()) from None
+        if not isinstance(tool, Tool):
+            raise RequestFieldError(inner, "a function or custom tool")
+        description = (
+            f"[{space}] {about}\n{tool.description}".strip() if about else tool.description
+        )
+        out.append(tool.model_copy(update={"name": f"{space}{NAMESPACE_JOIN}{tool.name}",
+                                           "description": description}))  # fmt: skip
     return out
 
 

@@ -70,7 +70,10 @@ class Inbound:
     `carriers`: index in `context.messages` -> the state carrier found in that assistant
     message (see `CARRIER_PREFIX`); the message itself is read without it.
     `headers`: the request headers the dialect defines (Anthropic `anthropic-beta`,
-    `anthropic-version`), lower-cased, for a same-dialect upstream."""
+    `anthropic-version`), lower-cased, for a same-dialect upstream.
+    `tool_names`: a tool the codec flattened for other vendors (a Responses `namespace`
+    tool's members) -> its (namespace, name); the dialect's encoder says a call to it in
+    the client's words again (`DialectEncoder.tool_names`)."""
 
     model: str
     context: Context
@@ -79,6 +82,7 @@ class Inbound:
     unmodeled: dict[str, Any] = field(default_factory=dict)
     carriers: dict[int, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    tool_names: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 class DialectEncoder(Protocol):
@@ -90,6 +94,9 @@ class DialectEncoder(Protocol):
     when the message ended with an error after content was sent."""
 
     media_type: str
+    tool_names: dict[str, tuple[str, str]]
+    """`Inbound.tool_names` of the request it answers (empty unless set): a call to a
+    flattened tool is written as the (namespace, name) the client declared."""
 
     def feed(self, event: AssistantStreamEvent) -> bytes: ...
 

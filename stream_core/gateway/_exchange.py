@@ -252,6 +252,8 @@ class Exchange:
 
     async def _stream(self, target, inbound, options, carrier, send, receive) -> None:  # type: ignore[no-untyped-def]
         encoder = self.dialect.encoder(inbound.model, carrier)
+        if inbound.tool_names:
+            encoder.tool_names = inbound.tool_names
         held: list[Any] = []
         started = False
         opened = await self._open(target, inbound, options, send)
