@@ -583,13 +583,22 @@ def _json_or_text(raw: bytes) -> Any:
         return raw.decode(errors="replace")
 
 
+CARRIED = {
+    "google-generative-ai": "thoughtSignature",
+    "anthropic-messages": "signed thinking",
+}
+"""What of the upstream's first answer its second request must hold again (checked)."""
+
+
 def table(outcomes: list[Outcome]) -> str:
-    rows = [("agent", "upstream API", "turns", "requests seen", "seconds", "result")]
+    head = ("agent", "upstream API", "turns", "requests seen", "state given back", "seconds")
+    rows = [(*head, "result")]
     for o in outcomes:
         agent = "Claude Code" if o.run.agent == "claude" else "Codex CLI"
         seen = f"{len(o.agent_requests)} agent->gw, {len(o.upstream_requests)} gw->upstream"
+        state = CARRIED.get(o.run.api, "-")
         result = "pass" if o.ok else "FAIL: " + clip(o.problems[0], 110)
-        rows.append((agent, o.run.api, str(o.turns), seen, f"{o.seconds:.1f}", result))
+        rows.append((agent, o.run.api, str(o.turns), seen, state, f"{o.seconds:.1f}", result))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = []
     for n, r in enumerate(rows):
