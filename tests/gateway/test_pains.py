@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("anthropic")
-pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
 from matrix_clients import Ask, Failure, Reading  # noqa: E402
@@ -662,3 +662,170 @@ def test_mistral_nine_character_tool_ids_of_its_own_come_back(matrix: Matrix, di
     seen = [c[1] for c in readings[0].form["content"] if c[0] == "tool"]
     assert seen == ["Wq1k7Zp3K", "Xr2m8Aq4L"]
     assert _mistral_pairs(sent[1].body) == (["Wq1k7Zp3K", "Xr2m8Aq4L"],) * 2
+
+
+# --- 8. The other pains of ../shared/reference/ a gateway meets -----------------------------
+
+STOP_WORDS = {"anthropic-messages": "tool_use", "openai-completions": "tool_calls",
+              "openai-responses": "completed"}  # fmt: skip
+
+
+@slow
+@pytest.mark.parametrize("api", ["ollama-chat", "google-generative-ai", "openai-responses"])
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_a_tool_call_reported_as_end_turn_is_dropped(
+    matrix: Matrix, dialect: str, api: str
+) -> None:
+    """LiteLLM #34692 (Ollama streamed to /v1/messages said `end_turn`, so Claude Code
+    dropped the call), #12249 / #12481 (Gemini, Ollama): vendors that end a call with a
+    plain stop. The client's stop reason says there are calls to run."""
+    spec, override = UPSTREAMS[api]
+    turns = [msg(call("call_1", "Paris"), stop="tool_use"), msg(TextContent(text="Sunny."))]
+    readings, _ = converse(matrix, dialect, spec, turns, Ask(tools=True), api=override)
+    assert readings[0].form["stop"] == STOP_WORDS[dialect]
+    assert [args for _, args in readings[0].calls] == [{"city": "Paris"}]
+
+
+@slow
+@pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages", "google-generative-ai"])
+def test_parallel_tool_calls_collide_on_index(matrix: Matrix, api: str) -> None:
+    """LiteLLM #21331 (the Responses-to-Chat bridge put every parallel call at index 0),
+    #5231, any-llm #970: a Chat Completions client keys a call's deltas by `index`; two
+    calls of one answer have two indexes, one id and one name each."""
+    spec, override = UPSTREAMS[api]
+    script = msg(call("call_1", "Paris"), call("call_2", "Rome"), stop="tool_use")
+    model = Upstream(spec, api=override).resolve()
+    path, _ = vendor_says(script, model, matrix.folder / f"pain{matrix.n + 1}")
+    client = matrix.clients["openai-completions"]
+    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
+        name = matrix.name()
+        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
+        kw = client._kwargs(name, client.start(), Ask(tools=True))
+        with client.sdk.chat.completions.create(stream=True, **kw) as chunks:
+            deltas = [
+                c for chunk in chunks for ch in chunk.choices for c in ch.delta.tool_calls or ()
+            ]
+    by_index: dict[int, dict[str, str]] = {}
+    for d in deltas:
+        seen = by_index.setdefault(d.index, {"id": "", "name": "", "args": ""})
+        seen["id"] += d.id or ""
+        seen["name"] += d.function.name or "" if d.function else ""
+        seen["args"] += d.function.arguments or "" if d.function else ""
+    assert sorted(by_index) == [0, 1]
+    assert [v["name"] for v in by_index.values()] == ["get_weather"] * 2
+    assert [json.loads(v["args"]) for v in by_index.values()] == [
+        {"city": "Paris"},
+        {"city": "Rome"},
+    ]
+    assert len({v["id"] for v in by_index.values()}) == 2
+
+
+CUT = {"anthropic-messages": "max_tokens", "openai-completions": "length",
+       "openai-responses": "incomplete:max_output_tokens"}  # fmt: skip
+
+
+@slow
+@pytest.mark.parametrize(
+    "api", ["anthropic-messages", "openai-completions", "google-generative-ai"]
+)
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_a_truncated_tool_call_reported_as_complete(matrix: Matrix, dialect: str, api: str) -> None:
+    """hermes-agent #7693 (routers rewrite `length` to `tool_calls`), omlx #2817 (the
+    Responses API said `completed` on a length stop): a call cut by the output limit is
+    said to be cut, in the dialect's words, never a call to run."""
+    spec, override = UPSTREAMS[api]
+    cut = ToolCall(id="call_1", name="get_weather", arguments={}, partial_json='{"city": "Par',
+                   truncated=True)  # fmt: skip
+    turns = [msg(TextContent(text="Let me check."), cut, stop="length")]
+    (got,), _ = converse(matrix, dialect, spec, turns, Ask(tools=True, max_tokens=64), api=override)
+    assert got.form["stop"] == CUT[dialect]
+    assert [c[0] for c in got.form["content"]] == ["text", "tool-cut"]
+
+
+def read_stream(client: Any, name: str, ask: Ask) -> tuple[list[str], Exception | None]:
+    """The texts a client's SDK streams, and the error that ended the stream (None: it
+    ended as a whole answer: `end_turn`, `response.completed`, a finish reason)."""
+    kw = client._kwargs(name, client.start(), ask)
+    texts: list[str] = []
+    try:
+        if client.api == "anthropic-messages":
+            with client.sdk.messages.create(stream=True, **kw) as events:
+                for e in events:
+                    if e.type == "content_block_delta" and e.delta.type == "text_delta":
+                        texts.append(e.delta.text)
+        elif client.api == "openai-responses":
+            with client.sdk.responses.create(stream=True, **kw) as events:
+                for e in events:
+                    if e.type == "response.output_text.delta":
+                        texts.append(e.delta)
+                    elif e.type in ("response.failed", "error"):
+                        raise RuntimeError(e.type)
+        else:
+            with client.sdk.chat.completions.create(stream=True, **kw) as chunks:
+                for chunk in chunks:
+                    for ch in chunk.choices:
+                        texts.append(ch.delta.content or "")
+                        if ch.finish_reason not in (None, "error"):
+                            return texts, None
+    except (anthropic.APIError, openai.APIError, RuntimeError) as e:
+        return texts, e
+    return texts, None
+
+
+@slow
+@pytest.mark.parametrize("api", ["anthropic-messages", "openai-responses", "google-generative-ai"])
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_mid_stream_overloaded_error_truncates_the_turn_silently(
+    matrix: Matrix, dialect: str, api: str
+) -> None:
+    """anthropic-sdk-python #688 / #1918, agent-os #2118: an upstream that fails after the
+    first text. The client reads the text, then an error of its dialect (Anthropic:
+    `overloaded_error`), never a turn that looks finished."""
+    spec, override = UPSTREAMS[api]
+    broken = AssistantMessage.model_validate(
+        {"api": "faux", "provider": "faux", "model": "m",
+         "content": [TextContent(text="Paris is")], "stop_reason": "error",
+         "error": {"kind": "overloaded", "message": "the upstream is overloaded"}}
+    )  # fmt: skip
+    model = Upstream(spec, api=override).resolve()
+    path, _ = vendor_says(broken, model, matrix.folder / f"pain{matrix.n + 1}")
+    client = matrix.clients[dialect]
+    with fake_vendor(scenarios={ANY_MODEL: [path] * 4}) as fake:
+        name = matrix.name()
+        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
+        texts, error = read_stream(client, name, Ask())
+    assert "".join(texts) == "Paris is"
+    assert error is not None, "the stream ended as if the answer were whole"
+    if dialect == "anthropic-messages":
+        assert isinstance(error, anthropic.APIStatusError)
+        assert error.body["error"]["type"] == "overloaded_error", error.body  # type: ignore[index]
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_naive_retry_replays_content(matrix: Matrix, dialect: str) -> None:
+    """open-interpreter #291, LiteLLM #6957 / #29808: a stream that fails after content
+    is not retried, nor handed to the route's next deployment: the client never gets the
+    same text twice (or another model's answer glued on); before content it falls over."""
+    spec = "anthropic/claude-sonnet-4-5"
+    model = Upstream(spec).resolve()
+    folder = matrix.folder / f"pain{matrix.n + 1}"
+    whole = vendor_says(msg(TextContent(text="Paris is sunny and warm today.")), model, folder)[1]
+    frames = whole.body.split(b"\n\n")
+    at = next(i for i, f in enumerate(frames) if b"content_block_delta" in f)
+    cut = Synthesized(b"\n\n".join(frames[: at + 1]) + b"\n\n", whole.meta)  # then EOF
+    first = cut.write(folder / "cut")
+    second = vendor_says(msg(TextContent(text="Other deployment.")), model, folder / "b")[0]
+    client = matrix.clients[dialect]
+    with (
+        fake_vendor(scenarios={ANY_MODEL: [first]}) as a,
+        fake_vendor(scenarios={ANY_MODEL: [second]}) as b,
+    ):
+        name = matrix.name()
+        route = [upstream(spec, None, a.url), upstream(spec, None, b.url)]
+        matrix.serve(GatewayConfig(models={name: f"route:{name}"}, routes={name: route}))
+        texts, error = read_stream(client, name, Ask())
+        asked = (len(a.requests), len(b.requests))
+    assert asked == (1, 0), f"after content, the route asked again: {asked}"
+    assert "".join(texts) == "Paris is sunny and warm today."
+    assert error is not None, "the cut stream ended as if the answer were whole"
