@@ -725,9 +725,7 @@ CUT = {"anthropic-messages": "max_tokens", "openai-completions": "length",
 
 
 @slow
-@pytest.mark.parametrize(
-    "api", ["anthropic-messages", "openai-completions", "google-generative-ai"]
-)
+@pytest.mark.parametrize("api", ["anthropic-messages", "openai-completions", "openai-responses"])
 @pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
 def test_a_truncated_tool_call_reported_as_complete(matrix: Matrix, dialect: str, api: str) -> None:
     """hermes-agent #7693 (routers rewrite `length` to `tool_calls`), omlx #2817 (the
