@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -170,6 +171,7 @@ class _Call:
         self.exchange = exchange
         self.body = body
         self.name = inbound.model
+        self._echoed = False
         self.inbound = inbound
         self.target = target
         self.streamed = body.get("stream") is True
@@ -265,6 +267,8 @@ class _Call:
                             break
                         started = True
                     chunk = tee.take()
+                    if chunk and not self._echoed:
+                        chunk = self._echo_model(chunk)
                     if chunk:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
             if started:
@@ -289,7 +293,9 @@ class _Call:
             with anyio.move_on_after(TAIL_WAIT):
                 await attempt.ended.wait()
             if attempt.eof:
-                await self._send_whole(send, attempt.status, attempt, attempt.body())
+                await self._send_whole(
+                    send, attempt.status, attempt, self._echo_model(attempt.body())
+                )
                 return
         if message.content or message.error is None:
             payload = self.exchange.dialect.message_body(message, self.name, None)
@@ -305,6 +311,21 @@ class _Call:
             await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
             return
         await self._refuse(send, message)
+
+    def _echo_model(self, chunk: bytes) -> bytes:
+        """An Anthropic answer's first `model` (its `message_start`'s, or the Message's)
+        said as the name the client asked for: Claude Code keeps the signed thinking of
+        an answer only while that model is the one it asked for, and without it the next
+        turn of a tool loop is refused. The only byte the gateway changes on this path."""
+        if self.exchange.dialect.api != "anthropic-messages":
+            self._echoed = True
+            return chunk
+        found = _MODEL_FIELD.search(chunk)
+        if found is None:
+            return chunk
+        self._echoed = True
+        said = json.dumps(self.name, ensure_ascii=False).encode()
+        return chunk[: found.start(1)] + said + chunk[found.end(1) :]
 
     async def _watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
         """The exchange's disconnect watcher, until the last byte goes out (`watching` is
@@ -435,6 +456,10 @@ def _is_json(media: str) -> bool:
 VENDOR_KEY_KINDS = frozenset({"auth", "permission"})
 """Errors about the gateway's own vendor key: never forwarded as the vendor wrote them (a
 vendor may quote part of the key, and the client's key is the gateway's, not this one)."""
+
+
+_MODEL_FIELD = re.compile(rb'"model"\s*:\s*("(?:[^"\\]|\\.)*")')
+"""The first `"model": "..."` of an Anthropic answer (group 1: the JSON string)."""
 
 
 def _dialect_error(body: bytes) -> bool:
