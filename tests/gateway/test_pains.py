@@ -8,6 +8,7 @@ API the pain is about, and what that vendor got on the next request.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,14 @@ from matrix_clients import Ask, Failure, Reading  # noqa: E402
 from matrix_scenarios import Skip, http_error  # noqa: E402
 from matrix_support import (  # noqa: E402
     CLIENT_KEY,
+    GUARD,
     VENDOR_ENV,
     VENDOR_KEY,
     Matrix,
     _same,
     oracle,
     render,
+    run_cell,
     upstream,
 )
 from matrix_vendors import problems  # noqa: E402
@@ -43,6 +46,8 @@ from stream_core.gateway import GatewayConfig, Upstream  # noqa: E402
 from stream_core.testing import ANY_MODEL, Synthesized, fake_vendor  # noqa: E402
 
 slow = pytest.mark.slow
+"""Every test here but one (Claude Code's Gemini tool loop) is slow: the file takes some
+15 s in all."""
 
 DIALECTS = ("anthropic-messages", "openai-responses", "openai-completions")
 SHORT = {"anthropic-messages": "anthropic", "openai-responses": "responses",
@@ -136,8 +141,11 @@ def gemini_parts(body: dict[str, Any], role: str = "model") -> list[dict[str, An
 # --- 1. Gemini `thought_signature` 400 on the second turn ----------------------------------
 
 
-@slow
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+@pytest.mark.parametrize(
+    "dialect",
+    [pytest.param(d, id=SHORT[d], marks=[] if d == "anthropic-messages" else [slow])
+     for d in DIALECTS],
+)  # fmt: skip
 def test_gemini_thought_signature_400_on_the_second_turn(matrix: Matrix, dialect: str) -> None:
     """Gemini 3 refuses a function call sent back without the `thoughtSignature` it came
     with. Through the gateway, the second request carries it, exactly, on that part."""
@@ -827,3 +835,178 @@ def test_naive_retry_replays_content(matrix: Matrix, dialect: str) -> None:
     assert asked == (1, 0), f"after content, the route asked again: {asked}"
     assert "".join(texts) == "Paris is sunny and warm today."
     assert error is not None, "the cut stream ended as if the answer were whole"
+
+
+@slow
+@pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_sse_buffered_by_gzip(matrix: Matrix, dialect: str, api: str) -> None:
+    """anthropic-sdk-ruby #182, claude-relay-service #1039: a compressed event stream
+    arrives all at once (or broken). The SDKs ask for gzip; the gateway's stream is sent
+    uncompressed, and it asks its upstream for an uncompressed one too."""
+    spec, override = UPSTREAMS[api]
+    model = Upstream(spec, api=override).resolve()
+    path, _ = vendor_says(msg(TextContent(text="Sunny.")), model, matrix.folder / f"p{matrix.n}")
+    client = matrix.clients[dialect]
+    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
+        name = matrix.name()
+        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
+        kw = client._kwargs(name, client.start(), Ask())
+        sdk = client.sdk
+        if dialect == "anthropic-messages":
+            create = sdk.messages.with_streaming_response.create
+        elif dialect == "openai-responses":
+            create = sdk.responses.with_streaming_response.create
+        else:
+            create = sdk.chat.completions.with_streaming_response.create
+        with create(stream=True, **kw) as response:
+            asked = response.http_request.headers.get("accept-encoding", "")
+            coding = response.headers.get("content-encoding")
+            media = response.headers["content-type"]
+            body = b"".join(response.iter_bytes())
+        (sent,) = fake.requests
+    assert "gzip" in asked  # what the SDK asks for
+    assert coding in (None, "identity") and media.startswith("text/event-stream")
+    assert b"Sunny." in body
+    assert sent.headers.get("accept-encoding") == "identity"
+
+
+@slow
+@pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_cancellation_does_not_stop_upstream_generation(
+    matrix: Matrix, dialect: str, api: str
+) -> None:
+    """LiteLLM #17364 / #3341: the client stops reading and closes its stream; the
+    gateway closes its upstream connection (no tokens paid for nobody). The matrix's
+    cancel cell: an upstream that streams without end."""
+    run_cell(matrix, "cancel mid-stream", dialect, api)
+
+
+@slow
+@pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_no_fallback_when_streaming(matrix: Matrix, dialect: str, api: str) -> None:
+    """LiteLLM #6957 / #19077: a streamed request whose first deployment answers 429
+    falls over to the route's next one; with none left, a 429 with `retry-after` in the
+    client's dialect. The matrix's fall-over cell."""
+    run_cell(matrix, "429 falls over", dialect, api)
+
+
+@slow
+@pytest.mark.parametrize("api", ["openai-completions", "anthropic-messages"])
+def test_streaming_usage_missing_unless_opted_in(
+    matrix: Matrix, api: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LiteLLM #23847 / #5632: a Chat Completions client that does not set
+    `stream_options.include_usage` still gets its call counted (quotas, budgets, the
+    access log): the gateway asks its upstream for usage itself."""
+    spec, override = UPSTREAMS[api]
+    model = Upstream(spec, api=override).resolve()
+    path, _ = vendor_says(msg(TextContent(text="Sunny.")), model, matrix.folder / f"p{matrix.n}")
+    client = matrix.clients["openai-completions"]
+    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
+        name = matrix.name()
+        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
+        kw = client._kwargs(name, client.start(), Ask())
+        assert "stream_options" not in kw
+        caplog.set_level("INFO", logger="stream_core.gateway.access")
+        with client.sdk.chat.completions.create(stream=True, **kw) as chunks:
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        (sent,) = fake.requests
+    assert text == "Sunny."
+    if api == "openai-completions":
+        assert sent.body["stream_options"] == {"include_usage": True}
+    line = _access_line(caplog, name)
+    assert "in=120 out=30 cache_read=40 cache_write=20" in line, line
+
+
+def _access_line(caplog: pytest.LogCaptureFixture, name: str) -> str:
+    """The access line of model name `name` (written once the answer is sent: waited
+    for, within the matrix's guard against hangs)."""
+    deadline = time.monotonic() + GUARD
+    while True:
+        lines = [r.getMessage() for r in caplog.records if f" model={name} " in r.getMessage()]
+        if lines or time.monotonic() > deadline:
+            assert lines, f"no access line for {name}"
+            return lines[-1]
+        time.sleep(0.01)
+
+
+@slow
+def test_anthropic_reasoning_as_empty_output_text_in_the_responses_bridge(matrix: Matrix) -> None:
+    """LiteLLM #11302: Claude's thinking reached Responses clients as empty `output_text`
+    deltas. Through the gateway it is a reasoning item whose summary says it, the answer
+    a message item after it, and no empty delta."""
+    spec = "anthropic/claude-sonnet-4-5"
+    model = Upstream(spec).resolve()
+    script = msg(ThinkingContent(thinking="Paris: sunny season.", signature=CLAUDE_SIG),
+                 TextContent(text="Sunny."))  # fmt: skip
+    path, _ = vendor_says(script, model, matrix.folder / f"p{matrix.n}")
+    client = matrix.clients["openai-responses"]
+    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
+        name = matrix.name()
+        matrix.serve(GatewayConfig(models={name: upstream(spec, None, fake.url)}))
+        kw = client._kwargs(name, client.start(), Ask(thinking=True))
+        with client.sdk.responses.create(stream=True, **kw) as events:
+            seen = list(events)
+    texts = [e.delta for e in seen if e.type == "response.output_text.delta"]
+    assert "" not in texts and "".join(texts) == "Sunny."
+    summary = [e.delta for e in seen if e.type == "response.reasoning_summary_text.delta"]
+    assert "".join(summary) == "Paris: sunny season."
+    done = [e for e in seen if e.type == "response.completed"][0].response
+    kinds = [i.type for i in done.output]
+    assert kinds[:2] == ["reasoning", "message"], kinds
+
+
+@slow
+@pytest.mark.parametrize(
+    "api", ["anthropic-messages", "google-generative-ai", "bedrock-converse-stream"]
+)
+@pytest.mark.parametrize("dialect", DIALECTS[1:], ids=SHORT.get)
+def test_tool_call_without_result(matrix: Matrix, dialect: str, api: str) -> None:
+    """pi-ai's tool-call-without-result: an app that dropped a call's result (the user
+    interrupted it) asks again. OpenAI's APIs let a history say so; Anthropic, Gemini and
+    Bedrock refuse a call with no result: each call they get is answered."""
+    if dialect == "openai-responses":
+        fc = {"type": "function_call", "call_id": "call_lost1", "name": "get_weather",
+              "arguments": json.dumps({"city": "Paris"})}  # fmt: skip
+        convo: list[Any] = [{"role": "user", "content": "Weather?"}, fc]
+    else:
+        fn = {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}
+        calls = [{"id": "call_lost1", "type": "function", "function": fn}]
+        convo = [{"role": "user", "content": "Weather?"},
+                 {"role": "assistant", "content": None, "tool_calls": calls}]  # fmt: skip
+    convo.append({"role": "user", "content": "Never mind, just say hi."})
+    spec, override = UPSTREAMS[api]
+    turns = [msg(TextContent(text="Hi."))]
+    converse(matrix, dialect, spec, turns, Ask(tools=True), api=override, convo=convo)
+
+
+@slow
+@pytest.mark.parametrize("api", ["openai-completions", "anthropic-messages", "openai-responses"])
+def test_call_id_too_long(matrix: Matrix, api: str) -> None:
+    """pi-ai #1022: Copilot's Responses ids (`call_...|fc_...`, 450+ characters) refused
+    by the next vendor ("call_id too long"). A Responses client's history reaches each
+    vendor with ids it takes (OpenAI Chat: 40 characters; Anthropic: 64 of
+    `[A-Za-z0-9_-]`), each result still answering its call."""
+    long_id = "call_" + "a1B2" * 20 + "|fc_" + "Zy9x" * 100
+    fc = {"type": "function_call", "call_id": long_id, "name": "get_weather",
+          "arguments": json.dumps({"city": "Paris"})}  # fmt: skip
+    out = {"type": "function_call_output", "call_id": long_id, "output": "Paris: fine"}
+    convo = [{"role": "user", "content": "Weather?"}, fc, out]
+    spec, override = UPSTREAMS[api]
+    turns = [msg(TextContent(text="Fine."))]
+    _, (sent,) = converse(matrix, "openai-responses", spec, turns, Ask(tools=True), api=override,
+                          convo=convo)  # fmt: skip
+    body = sent.body
+    if api == "openai-completions":
+        (id_,) = [c["id"] for m in body["messages"] for c in m.get("tool_calls") or ()]
+        assert len(id_) <= 40, id_
+    elif api == "anthropic-messages":
+        blocks = [b for m in body["messages"] if isinstance(m["content"], list)
+                  for b in m["content"]]  # fmt: skip
+        (id_,) = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        assert len(id_) <= 64 and id_.replace("_", "").replace("-", "").isalnum(), id_
+    else:  # the same API: the client's own ids, as it sent them
+        assert [i.get("call_id") for i in body["input"] if "call_id" in i] == [long_id] * 2
