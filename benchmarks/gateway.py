@@ -10,9 +10,11 @@ library, its own process, 127.0.0.1), and every side calling it at once:
 
 - **direct**: the client calls the vendor itself (the baseline of every ratio);
 - **stream-core chat / anthropic**: the same request through stream-core's gateway
-  (`stream-core gateway` when the CLI has it, else `gateway_serve.py` under uvicorn with
-  its default h11 parser: the same app), a Chat Completions or an Anthropic Messages client
-  (a side whose codec does not answer yet is left out, with the reason);
+  (`stream-core gateway`, uvicorn with its default h11 parser; `--http h11 httptools`
+  runs one gateway process per parser, the second's sides named `stream-core/httptools`),
+  a Chat Completions client (the upstream's own dialect: forwarded) or an Anthropic
+  Messages one (translated); a side that does not deliver the vendor's text is left out,
+  with the reason;
 - **litellm chat / anthropic**: LiteLLM's proxy (`litellm --config ... --num_workers 1`,
   the binary at `--litellm`, default `/tmp/litellm-venv/bin/litellm`: install the latest
   release in a venv of its own, `uv venv /tmp/litellm-venv && VIRTUAL_ENV=/tmp/litellm-venv
@@ -65,8 +67,7 @@ import gateway_procs as procs  # noqa: E402
 from gateway_client import Connection, Result, Target, finished, get, json_text, load, sse_text  # noqa: E402
 from gateway_vendor import raise_open_files_limit, text  # noqa: E402
 
-KEY = "sk-bench-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
-"""The client key both proxies check (LiteLLM's master key; a gateway key of ours)."""
+KEY = procs.KEY
 
 
 @dataclass
@@ -150,23 +151,25 @@ def start(args: argparse.Namespace, run: procs.Procs) -> tuple[list[Side], list[
     config = procs.ours_config(run.folder, routes)
     with config.open("a") as f:
         f.write(f'\n[keys.bench]\nsha256 = "{_sha(KEY)}"\n')
-    port = procs.free_port()
     cli = procs.gateway_cli() if args.ours == "cli" else None
-    if cli is not None:
-        cmd = cli + ["--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-        cmd += ["--http", args.http]
-    else:
-        server = "uvicorn-h11" if args.ours == "cli" else args.ours
-        cmd = [sys.executable, str(procs.HERE / "gateway_serve.py"), "--server", server]
-        cmd += ["--config", str(config), "--port", str(port)]
-    ours = Proxy("stream-core", cmd, {"GW_BENCH_KEY": "sk-b"}, port, "/health")
-    if ours.launch(run, 60):
-        print(f"stream-core gateway: {' '.join(cmd)}", file=sys.stderr)
-        proxies.append(ours)
-        for d in args.dialects:
-            sides.append(Side(f"stream-core {d}", "stream-core", d, port, ours.pid, routes))
-    else:
-        print("stream-core gateway did not start:\n" + run.log("stream-core"), file=sys.stderr)
+    for http in args.http:
+        port = procs.free_port()
+        if cli is not None:
+            cmd = cli + ["--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+            cmd += ["--http", http]
+        else:
+            server = "uvicorn-h11" if args.ours == "cli" else args.ours
+            cmd = [sys.executable, str(procs.HERE / "gateway_serve.py"), "--server", server]
+            cmd += ["--config", str(config), "--port", str(port)]
+        name = "stream-core" if http == args.http[0] else f"stream-core/{http}"
+        ours = Proxy(name, cmd, {"GW_BENCH_KEY": "sk-b"}, port, "/health")
+        if ours.launch(run, 60):
+            print(f"{name}: {' '.join(cmd)}", file=sys.stderr)
+            proxies.append(ours)
+            for d in args.dialects:
+                sides.append(Side(f"{name} {d}", name, d, port, ours.pid, routes))
+        else:
+            print(f"{name} did not start:\n" + run.log(name), file=sys.stderr)
     # LiteLLM
     if not os.access(args.litellm, os.X_OK):
         print(f"LiteLLM skipped: no executable at {args.litellm}", file=sys.stderr)
@@ -432,7 +435,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         choices=["latency", "cpu", "held", "servers", "instructions"],
     )
     p.add_argument("--ours", default="cli", help="cli, or a gateway_serve.py --server name")
-    p.add_argument("--http", default="h11", choices=["h11", "httptools"], help="the CLI's parser")
+    p.add_argument(
+        "--http",
+        nargs="+",
+        default=["h11"],
+        choices=["h11", "httptools"],
+        help="the CLI's HTTP parser; several: one gateway process (and side) each",
+    )
     p.add_argument("--dialects", nargs="+", default=["chat", "anthropic"])
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 512])
     p.add_argument("--rounds", type=int, default=1)
@@ -445,6 +454,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--held", type=int, nargs="+", default=[1000])
     p.add_argument("--open-timeout", type=float, default=60.0)
     p.add_argument("--servers", nargs="+", default=None)
+    p.add_argument("--instructions-litellm", action="store_true", help="LiteLLM too (slow)")
     p.add_argument("--json", type=Path)
     return p.parse_args(argv)
 
@@ -473,7 +483,7 @@ async def measure(args: argparse.Namespace, run: procs.Procs) -> dict[str, objec
         if "servers" in wanted:
             result["servers"] = await gateway_servers.compare(args, run)
         if "instructions" in wanted:
-            result["instructions"] = gateway_servers.instructions(args, run)
+            result["instructions"] = await gateway_servers.instructions(args, run)
     return result
 
 

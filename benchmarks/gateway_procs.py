@@ -19,6 +19,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+KEY = "sk-bench-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+"""The client key both proxies check (LiteLLM's master key; a gateway key of ours)."""
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -111,11 +113,11 @@ class Procs:
         assert proc.stdout is not None
         return proc, int(proc.stdout.readline())
 
-    def stop(self, proc: subprocess.Popen[bytes]) -> None:
+    def stop(self, proc: subprocess.Popen[bytes], grace: float = 10) -> None:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(10)
+                proc.wait(grace)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()

@@ -8,26 +8,32 @@ httptools uvloop hypercorn granian`), serves two apps from `gateway_serve.py`: `
 gateway in front of the benchmark's vendor, Chat Completions both sides). Per (app,
 server): sequential p50 of non-streaming requests and of the streamed answer's first
 byte, the first byte's p50 and p99 at 64 concurrent, and the server process tree's CPU
-time per SSE event over `--cpu-streams` paced streams of `--events` events. A server
+time per SSE event over `--cpu-streams` streams at once: for the gateway, paced streams
+of `--events` events from the vendor; for the trivial app (no upstream to pace it),
+bursts of 20 x `--events` events. A server
 missing from the venv is reported as such.
 
-**instructions**: valgrind's cachegrind count of `stream-core gateway` (the CLI, its
-default h11 parser) serving, after the same start-up and warm-up, nothing more (run A),
-`R` streamed answers of `--chunks` chunks (B) and `R` of `--events` chunks (C), and `R`
-non-streamed ones (D): per streamed event (C - B) / (R x (events - chunks)), per streamed
-request (B - A) / R, per non-streamed request (D - A) / R.
+**instructions**: valgrind's cachegrind count of `stream-core gateway` (the CLI, the
+parser `--http` names, h11 by default), per dialect of `--dialects`. Every process starts
+and warms up the same way (3 streamed and 3 whole answers per dialect), then serves
+sequentially R = 20 requests of one kind: streamed answers of `--chunks` chunks
+(`short`), of `--events` chunks (`long`, the vendor writing 64 events per socket write),
+or whole answers (`whole`); one more process serves nothing more (`none`). Per streamed
+event: (long - short) / (R x (events - chunks)); per request: (short - none) / R and
+(whole - none) / R. Start-up, imports and warm-up cancel out.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import gateway_procs as procs
@@ -69,8 +75,6 @@ def _pct(values: list[float], q: float) -> float:
 async def _one_server(
     app: str, server: str, port: int, pid: int, args: argparse.Namespace, headers: dict[str, str]
 ) -> dict[str, object]:
-    import json
-
     def body(model: str, stream: bool) -> bytes:
         b: dict[str, object] = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
         if stream:
@@ -79,11 +83,14 @@ async def _one_server(
 
     if app == "trivial":
         short = Target(app, port, f"/n/{args.chunks}/v1/chat/completions", headers)
-        paced = Target(app, port, f"/p/{args.events}/{args.gap_ms:g}/v1/chat/completions", headers)
+        # no upstream to pace it: a burst, long enough for /proc's 10 ms ticks
+        events = 20 * args.events
+        paced = Target(app, port, f"/n/{events}/v1/chat/completions", headers)
         model_short = model_paced = "bench"
     else:
         short = paced = Target(app, port, "/v1/chat/completions", headers)
         model_short, model_paced = "bench", "bench-paced"
+        events = args.events
     row: dict[str, object] = {"app": app, "server": server}
     fails = 0
     seq = max(30, 300 * args.scale // 100)
@@ -106,7 +113,7 @@ async def _one_server(
         rs = await load(paced, body(model_paced, True), n, n, 0, timeout=600)
         c1 = procs.cpu_seconds(pid)
         fails += sum(not (r.ok and r.status == 200 and finished(r.body, "chat", True)) for r in rs)
-        best = min(best, (c1 - c0) / (n * (args.events + 4)) * 1e6)
+        best = min(best, (c1 - c0) / (n * (events + 4)) * 1e6)
     row["us_per_event"] = best
     row["failures"] = fails
     return row
@@ -152,48 +159,88 @@ async def compare(args: argparse.Namespace, run: procs.Procs) -> list[dict[str, 
 
 # -- instructions ------------------------------------------------------------------------
 
+Launch = tuple[Callable[[int], list[str]], dict[str, str], str, str]
+"""How to start a server on a port, its environment, its ready path, its client key."""
 
-def _counted(
-    run: procs.Procs, config: Path, out: Path, work: list[tuple[str, bool, int]], http: str
-) -> int:
-    """Instructions of one gateway process under cachegrind doing `work` after warm-up:
-    (model, stream, requests) items, sequential."""
-    port = procs.free_port()
+
+def _ours(config: Path, http: str) -> Launch:
     code = "import sys; from stream_core._cli import main; sys.exit(main())"
+    python = str(procs.ROOT / ".venv/bin/python")
+
+    def make(port: int) -> list[str]:
+        return [python, "-c", code, "gateway", "--config", str(config), "--port", str(port)] + [
+            "--http",
+            http,
+        ]
+
+    return make, {"GW_BENCH_KEY": "sk-b"}, "/health", "x"
+
+
+def _litellm(run: procs.Procs, routes: dict[str, str], binary: str) -> Launch:
+    config = procs.litellm_config(run.folder, routes)
+    data = json.loads(config.read_text())
+    data["general_settings"] = {"master_key": procs.KEY}
+    config.write_text(json.dumps(data, indent=2))
+    python = str(Path(binary).parent / "python")
+    env = {**procs.LITELLM_ENV, "LITELLM_USE_CHAT_COMPLETIONS_URL_FOR_ANTHROPIC_MESSAGES": "True"}
+
+    def make(port: int) -> list[str]:
+        return [python, binary, "--config", str(config), "--host", "127.0.0.1"] + [
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+        ]
+
+    return make, env, "/health/liveliness", procs.KEY
+
+
+async def _counted(
+    run: procs.Procs,
+    out: Path,
+    server: list[str],
+    env: dict[str, str],
+    ready: tuple[int, str],
+    key: str,
+    work: list[tuple[str, str, bool, int]],
+) -> int:
+    """Instructions of one server process (`server`, listening at `ready`'s port) under
+    cachegrind doing `work` after warm-up: (dialect, model, stream, requests) items,
+    sequential, with client key `key`."""
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}"]
-    cmd += [str(procs.ROOT / ".venv/bin/python"), "-c", code, "gateway", "--config", str(config)]
-    cmd += ["--port", str(port), "--http", http]
-    proc = run.start(out.stem, cmd, {"GW_BENCH_KEY": "sk-b"})
-    if not procs.wait_ready(port, "/health", proc, 900):
-        raise RuntimeError("gateway under valgrind did not start:\n" + run.log(out.stem))
-
-    async def drive() -> None:
-        import json
-
-        headers = {"authorization": "Bearer x"}
-        t = Target("gw", port, "/v1/chat/completions", headers)
-        for model, stream, n in [("bench", True, 3), ("bench", False, 3)] + work:
-            body: dict[str, object] = {"model": model}
-            body["messages"] = [{"role": "user", "content": "hi"}]
-            if stream:
-                body["stream"] = True
-            raw = t.request(json.dumps(body).encode())
-            conn = Connection("127.0.0.1", port)
-            for _ in range(n):
-                r: Result = await conn.send(raw, False)
-                if r.status != 200:
-                    raise RuntimeError(f"gateway answered {r.status}: {r.body[:200]!r}")
-            await conn.close()
-
-    asyncio.run(drive())
-    run.stop(proc)  # SIGTERM: uvicorn returns, valgrind writes its counts
+    proc = run.start(out.stem, cmd + server, env)
+    port = ready[0]
+    if not procs.wait_ready(port, ready[1], proc, 2400):
+        raise RuntimeError("server under valgrind did not start:\n" + run.log(out.stem))
+    warm = [(d, "bench", s, 3) for d in DIALECTS for s in (True, False)]
+    for dialect, model, stream, n in warm + work:
+        path, headers = DIALECTS[dialect]
+        t = Target("gw", port, path, {k: v.format(key=key) for k, v in headers.items()})
+        body: dict[str, object] = {"model": model, "max_tokens": 4096}
+        body["messages"] = [{"role": "user", "content": "hi"}]
+        if stream:
+            body["stream"] = True
+        raw = t.request(json.dumps(body).encode())
+        conn = Connection("127.0.0.1", port)
+        for _ in range(n):
+            r: Result = await conn.send(raw, False)
+            if r.status != 200:
+                raise RuntimeError(f"server answered {r.status}: {r.body[:200]!r}")
+        await conn.close()
+    run.stop(proc, grace=600)  # SIGTERM: the server returns, valgrind writes its counts
     for line in out.read_text().splitlines():
         if line.startswith("summary:"):
             return int(line.split()[1])
     raise RuntimeError(f"no summary in {out}")
 
 
-def instructions(args: argparse.Namespace, run: procs.Procs) -> list[dict[str, object]]:
+DIALECTS = {
+    "chat": ("/v1/chat/completions", {"authorization": "Bearer {key}"}),
+    "anthropic": ("/v1/messages", {"x-api-key": "{key}", "anthropic-version": "2023-06-01"}),
+}
+
+
+async def instructions(args: argparse.Namespace, run: procs.Procs) -> list[dict[str, object]]:
     if shutil.which("valgrind") is None:
         print("instructions skipped: valgrind is not installed", file=sys.stderr)
         return []
@@ -202,29 +249,43 @@ def instructions(args: argparse.Namespace, run: procs.Procs) -> list[dict[str, o
     config = procs.ours_config(run.folder, routes)
     reps = 20
     folder = Path(tempfile.mkdtemp(prefix="gw-cg-", dir=run.folder))
-    counts = {}
-    plans = {
-        "A": [],
-        "B": [("bench", True, reps)],
-        "C": [("bench-burst", True, reps)],
-        "D": [("bench", False, reps)],
-    }
-    for name, work in plans.items():
-        counts[name] = _counted(run, config, folder / f"cg-{name}.out", work, args.http)
-        print(f"  instructions run {name}: {counts[name]:,}", file=sys.stderr)
+    rows: list[dict[str, object]] = []
+    servers = [(f"stream-core ({http})", _ours(config, http)) for http in args.http]
+    if args.instructions_litellm:
+        if os.access(args.litellm, os.X_OK):
+            servers.append(("litellm", _litellm(run, routes, args.litellm)))
+        else:
+            print(f"LiteLLM skipped: no executable at {args.litellm}", file=sys.stderr)
+    for label, (make, env, ready_path, key) in servers:
+        plans: dict[str, list[tuple[str, str, bool, int]]] = {"none": []}
+        for d in args.dialects:
+            plans[f"{d} short"] = [(d, "bench", True, reps)]
+            plans[f"{d} long"] = [(d, "bench-burst", True, reps)]
+            plans[f"{d} whole"] = [(d, "bench", False, reps)]
+        counts: dict[str, int] = {}
+        for name, work in plans.items():
+            out = folder / f"cg-{label.split()[0]}-{len(counts)}.out"
+            port = procs.free_port()
+            counts[name] = await _counted(run, out, make(port), env, (port, ready_path), key, work)
+            print(f"  instructions {label} {name}: {counts[name]:,}", file=sys.stderr)
+        for d in args.dialects:
+            long, short = counts[f"{d} long"], counts[f"{d} short"]
+            per_event = (long - short) / (reps * (args.events - args.chunks))
+            rows.append(
+                {
+                    "side": f"{label} {d}",
+                    "mode": f"stream of {args.chunks} chunks",
+                    "per_event": per_event,
+                    "per_request": (short - counts["none"]) / reps,
+                }
+            )
+            rows.append(
+                {
+                    "side": f"{label} {d}",
+                    "mode": "non-stream",
+                    "per_event": float("nan"),
+                    "per_request": (counts[f"{d} whole"] - counts["none"]) / reps,
+                }
+            )
     run.stop(vendor)
-    per_event = (counts["C"] - counts["B"]) / (reps * (args.events - args.chunks))
-    return [
-        {
-            "side": f"stream-core chat ({args.http})",
-            "mode": f"stream, {args.chunks} chunks",
-            "per_event": per_event,
-            "per_request": (counts["B"] - counts["A"]) / reps,
-        },
-        {
-            "side": f"stream-core chat ({args.http})",
-            "mode": "non-stream",
-            "per_event": float("nan"),
-            "per_request": (counts["D"] - counts["A"]) / reps,
-        },
-    ]
+    return rows
