@@ -8,130 +8,51 @@ API the pain is about, and what that vendor got on the next request.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-anthropic = pytest.importorskip("anthropic")
-openai = pytest.importorskip("openai")
+pytest.importorskip("anthropic")
+pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
-from matrix_clients import Ask, Failure, Reading  # noqa: E402
-from matrix_scenarios import Skip, http_error  # noqa: E402
-from matrix_support import (  # noqa: E402
-    CLIENT_KEY,
-    GUARD,
-    VENDOR_ENV,
-    VENDOR_KEY,
-    Matrix,
-    _same,
-    oracle,
-    render,
-    run_cell,
-    upstream,
-)
+from matrix_clients import Ask, Failure  # noqa: E402
+from matrix_scenarios import http_error  # noqa: E402
+from matrix_support import CLIENT_KEY, VENDOR_KEY, Matrix, oracle, upstream  # noqa: E402
 from matrix_vendors import problems  # noqa: E402
-
-from stream_core import (  # noqa: E402
-    AssistantMessage,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    Usage,
+from pains_support import (  # noqa: E402
+    CLAUDE_SIG,
+    DIALECTS,
+    GEMINI_3,
+    SHORT,
+    SIGNED,
+    UPSTREAMS,
+    USAGE,
+    call,
+    converse,
+    edit_for,
+    gateway,
+    msg,
+    slow,
+    vendor_says,
 )
+
+from stream_core import TextContent, ThinkingContent  # noqa: E402
 from stream_core.gateway import GatewayConfig, Upstream  # noqa: E402
-from stream_core.testing import ANY_MODEL, Synthesized, fake_vendor  # noqa: E402
-
-slow = pytest.mark.slow
-"""Every test here but one (Claude Code's Gemini tool loop) is slow: the file takes some
-15 s in all."""
-
-DIALECTS = ("anthropic-messages", "openai-responses", "openai-completions")
-SHORT = {"anthropic-messages": "anthropic", "openai-responses": "responses",
-         "openai-completions": "chat"}  # fmt: skip
-GEMINI_3 = "google/gemini-3-flash-preview"
-SIG = "CiQBmatrixGeminiThoughtSignatureOne=="
-SIG_TEXT = "CiQBmatrixGeminiTextPartSignature=="
-USAGE = Usage(input=120, output=30, cache_read=40, cache_write=20)
+from stream_core.testing import ANY_MODEL, fake_vendor  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in {**VENDOR_ENV, "DEEPSEEK_API_KEY": VENDOR_KEY}.items():
-            env.setenv(name, value)
-        folder = tmp_path_factory.mktemp("pains")
-        env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "no-credentials"))
-        env.setenv("AWS_CONFIG_FILE", str(folder / "no-config"))
-        with Matrix(folder) as m:
-            yield m
+    yield from gateway(tmp_path_factory)
 
 
-def msg(*blocks: Any, stop: str = "stop", usage: Usage = USAGE) -> AssistantMessage:
-    return AssistantMessage.model_validate(
-        {"api": "faux", "provider": "faux", "model": "m", "content": list(blocks),
-         "stop_reason": stop, "usage": usage}
-    )  # fmt: skip
+# Every test here but one (Claude Code's Gemini tool loop) is `slow`: the module takes some
+# 10 s in all.
 
-
-def call(id_: str, city: str, **extra: Any) -> ToolCall:
-    return ToolCall(id=id_, name="get_weather", arguments={"city": city}, **extra)
-
-
-def vendor_says(turn: Any, model: Any, folder: Path) -> tuple[Path, Synthesized]:
-    """`turn` in `model`'s vendor's bytes (skipped where that vendor cannot say it)."""
-    try:
-        return render(turn, model, folder, None)
-    except Skip as e:
-        pytest.skip(str(e))
-
-
-def converse(
-    m: Matrix,
-    dialect: str,
-    spec: str,
-    turns: list[AssistantMessage],
-    ask: Ask,
-    *,
-    api: str | None = None,
-    convo: list[Any] | None = None,
-    user: str | None = None,
-    edit: Callable[[Synthesized], Synthesized] | None = None,
-) -> tuple[list[Reading], list[Any]]:
-    """A conversation of `len(turns)` requests: the `dialect` client asks, the upstream
-    (`spec`, served by a loopback vendor playing `turns`) answers, the client answers the
-    calls (or says `user`) and asks again. Each answer must be, in the SDK, what the
-    upstream's bytes say (the matrix's projection); every request the vendor got must be
-    one it accepts (`edit`: the vendor's bytes made more like the real vendor's). Returns
-    the SDK's readings and the vendor's requests."""
-    model = Upstream(spec, api=api).resolve()
-    folder = m.folder / f"pain{m.n + 1}"
-    rendered = [vendor_says(t, model, folder) for t in turns]
-    if edit is not None:
-        rendered = [(edit(s).write(p.with_name(p.stem + "-edited")), edit(s)) for p, s in rendered]
-    client = m.clients[dialect]
-    readings: list[Reading] = []
-    with fake_vendor(scenarios={ANY_MODEL: [p for p, _ in rendered]}) as fake:
-        name = m.name()
-        m.serve(GatewayConfig(models={name: upstream(spec, api, fake.url)}))
-        convo = convo if convo is not None else client.start()
-        for n, (_, synth) in enumerate(rendered, 1):
-            got = client.send(name, convo, ask)
-            if isinstance(got, Failure):
-                raise AssertionError(f"turn {n}: HTTP {got.status} {got.type}: {got.message}")
-            _same(f"turn {n}", client.project(oracle(model, synth)), got.form)
-            readings.append(got)
-            if n < len(rendered):
-                convo = client.follow(convo, got, user)
-        sent = list(fake.requests)
-    assert len(sent) == len(turns), f"the vendor got {len(sent)} requests"
-    for n, r in enumerate(sent, 1):
-        wrong = problems(model.api, r.body, r.headers, CLIENT_KEY)
-        assert not wrong, f"request {n} to {model.api} would be refused: {wrong}"
-    return readings, sent
+SIG = "CiQBmatrixGeminiThoughtSignatureOne=="
+SIG_TEXT = "CiQBmatrixGeminiTextPartSignature=="
 
 
 def gemini_parts(body: dict[str, Any], role: str = "model") -> list[dict[str, Any]]:
@@ -267,44 +188,6 @@ def test_deepseek_reasoning_content_never_reaches_a_vendor_that_refuses_it(
 
 # --- 3. `message_start` usage 0/0 ----------------------------------------------------------
 
-UPSTREAMS = {
-    "anthropic-messages": ("anthropic/claude-sonnet-4-5", None),
-    "openai-responses": ("openai/gpt-5", "openai-responses"),
-    "google-generative-ai": ("google/gemini-2.5-pro", None),
-    "bedrock-converse-stream": (
-        "amazon-bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
-        None,
-    ),
-    "openai-completions": ("openai/gpt-5", None),
-    "mistral-conversations": ("mistral/magistral-medium-latest", None),
-    "ollama-chat": ("ollama/qwen3", None),
-    "ollama-generate": ("ollama/qwen3", "ollama-generate"),
-}
-"""One catalog model per wire API (the matrix's)."""
-
-
-def gemini_usage_on_every_chunk(synth: Synthesized) -> Synthesized:
-    """Gemini as it streams: `usageMetadata` on every chunk, the prompt's counts (cached
-    ones included) from the first, the output's growing (`vendor_bytes` writes it once)."""
-    frames = [f for f in synth.body.split(b"\n\n") if f.strip()]
-    final = json.loads(frames[-1].removeprefix(b"data: "))["usageMetadata"]
-    out = b""
-    for n, frame in enumerate(frames, 1):
-        chunk = json.loads(frame.removeprefix(b"data: "))
-        prompt = {
-            k: v for k, v in final.items() if k in ("promptTokenCount", "cachedContentTokenCount")
-        }
-        chunk.setdefault(
-            "usageMetadata",
-            {**prompt, "candidatesTokenCount": n, "totalTokenCount": final["promptTokenCount"] + n},
-        )
-        out += b"data: " + json.dumps(chunk).encode() + b"\n\n"
-    return Synthesized(out, synth.meta)  # fmt: skip
-
-
-def _edit_for(api: str) -> Callable[[Synthesized], Synthesized] | None:
-    return gemini_usage_on_every_chunk if api == "google-generative-ai" else None
-
 
 @slow
 @pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
@@ -316,7 +199,7 @@ def test_message_start_usage_0_0(matrix: Matrix, api: str) -> None:
     spec, override = UPSTREAMS[api]
     turns = [msg(TextContent(text="Paris is sunny today."))]
     (got,), _ = converse(matrix, "anthropic-messages", spec, turns, Ask(), api=override,
-                         edit=_edit_for(api))  # fmt: skip
+                         edit=edit_for(api))  # fmt: skip
     read = got.form["usage"]
     assert got.start is not None and got.start["input_tokens"] > 0
     assert got.start == {k: read[k] for k in got.start}, (got.start, read)
@@ -333,7 +216,7 @@ def test_message_start_usage_0_0_final_usage_exact(matrix: Matrix, api: str) -> 
     spec, override = UPSTREAMS[api]
     turns = [msg(TextContent(text="Paris is sunny today."))]
     (got,), _ = converse(matrix, "anthropic-messages", spec, turns, Ask(), api=override,
-                         edit=_edit_for(api))  # fmt: skip
+                         edit=edit_for(api))  # fmt: skip
     read = got.form["usage"]
     assert read["input_tokens"] > 0 and read["output_tokens"] == USAGE.output
     assert got.start is not None
@@ -341,45 +224,8 @@ def test_message_start_usage_0_0_final_usage_exact(matrix: Matrix, api: str) -> 
     assert got.start in (said, dict.fromkeys(said, 0)), (got.start, read)
 
 
-# --- 5. Cache read and write tokens lost in translation ------------------------------------
-
-CACHING = ("anthropic-messages", "openai-responses", "google-generative-ai",
-           "bedrock-converse-stream")  # fmt: skip
-CACHE_WRITE = ("anthropic-messages", "bedrock-converse-stream", "openai-responses")
-"""The upstreams that say a cache write (Responses: `input_tokens_details.cache_write_tokens`,
-as OpenRouter's says it; Gemini's cache has no such count)."""
-
-
-@slow
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
-@pytest.mark.parametrize("api", CACHING)
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
-def test_cache_read_and_write_tokens_lost_in_translation(
-    matrix: Matrix, dialect: str, api: str, stream: bool
-) -> None:
-    """The upstream's cache reads and writes reach each client in its own fields: Anthropic
-    `cache_read_input_tokens` / `cache_creation_input_tokens`; OpenAI
-    `input_tokens_details.cached_tokens` (Responses) and
-    `prompt_tokens_details.cached_tokens` (Chat), its input total counting them."""
-    spec, override = UPSTREAMS[api]
-    turns = [msg(TextContent(text="Paris is sunny today."))]
-    (got,), _ = converse(matrix, dialect, spec, turns, Ask(stream=stream), api=override,
-                         edit=_edit_for(api))  # fmt: skip
-    u = got.form["usage"]
-    write = USAGE.cache_write if api in CACHE_WRITE else 0
-    if dialect == "anthropic-messages":
-        assert u["cache_read_input_tokens"] == USAGE.cache_read
-        assert u["cache_creation_input_tokens"] == write
-    else:
-        total = u["input_tokens"] if dialect == "openai-responses" else u["prompt_tokens"]
-        assert u["cached_tokens"] == USAGE.cache_read
-        assert total >= USAGE.cache_read + write + 1
-
-
 # --- 4. "Content block is not a thinking block" ---------------------------------------------
 
-SIGNED = ("anthropic-messages", "bedrock-converse-stream")
-CLAUDE_SIG = "EqQBCkYIBxgCKkDpainsThinkingSignature"
 DELTA_BLOCKS = {
     "text_delta": ("text",),
     "citations_delta": ("text",),
@@ -532,6 +378,41 @@ def test_content_block_is_not_a_thinking_block_when_the_vendor_changes(
                                   "signature": CLAUDE_SIG}  # fmt: skip
 
 
+# --- 5. Cache read and write tokens lost in translation ------------------------------------
+
+CACHING = ("anthropic-messages", "openai-responses", "google-generative-ai",
+           "bedrock-converse-stream")  # fmt: skip
+CACHE_WRITE = ("anthropic-messages", "bedrock-converse-stream", "openai-responses")
+"""The upstreams that say a cache write (Responses: `input_tokens_details.cache_write_tokens`,
+as OpenRouter's says it; Gemini's cache has no such count)."""
+
+
+@slow
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+@pytest.mark.parametrize("api", CACHING)
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_cache_read_and_write_tokens_lost_in_translation(
+    matrix: Matrix, dialect: str, api: str, stream: bool
+) -> None:
+    """The upstream's cache reads and writes reach each client in its own fields: Anthropic
+    `cache_read_input_tokens` / `cache_creation_input_tokens`; OpenAI
+    `input_tokens_details.cached_tokens` (Responses) and
+    `prompt_tokens_details.cached_tokens` (Chat), its input total counting them."""
+    spec, override = UPSTREAMS[api]
+    turns = [msg(TextContent(text="Paris is sunny today."))]
+    (got,), _ = converse(matrix, dialect, spec, turns, Ask(stream=stream), api=override,
+                         edit=edit_for(api))  # fmt: skip
+    u = got.form["usage"]
+    write = USAGE.cache_write if api in CACHE_WRITE else 0
+    if dialect == "anthropic-messages":
+        assert u["cache_read_input_tokens"] == USAGE.cache_read
+        assert u["cache_creation_input_tokens"] == write
+    else:
+        total = u["input_tokens"] if dialect == "openai-responses" else u["prompt_tokens"]
+        assert u["cached_tokens"] == USAGE.cache_read
+        assert total >= USAGE.cache_read + write + 1
+
+
 # --- 6. `count_tokens` broken for non-Anthropic backends -----------------------------------
 
 COUNT_TOOLS = [
@@ -670,343 +551,3 @@ def test_mistral_nine_character_tool_ids_of_its_own_come_back(matrix: Matrix, di
     seen = [c[1] for c in readings[0].form["content"] if c[0] == "tool"]
     assert seen == ["Wq1k7Zp3K", "Xr2m8Aq4L"]
     assert _mistral_pairs(sent[1].body) == (["Wq1k7Zp3K", "Xr2m8Aq4L"],) * 2
-
-
-# --- 8. The other pains of ../shared/reference/ a gateway meets -----------------------------
-
-STOP_WORDS = {"anthropic-messages": "tool_use", "openai-completions": "tool_calls",
-              "openai-responses": "completed"}  # fmt: skip
-
-
-@slow
-@pytest.mark.parametrize("api", ["ollama-chat", "google-generative-ai", "openai-responses"])
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
-def test_a_tool_call_reported_as_end_turn_is_dropped(
-    matrix: Matrix, dialect: str, api: str
-) -> None:
-    """LiteLLM #34692 (Ollama streamed to /v1/messages said `end_turn`, so Claude Code
-    dropped the call), #12249 / #12481 (Gemini, Ollama): vendors that end a call with a
-    plain stop. The client's stop reason says there are calls to run."""
-    spec, override = UPSTREAMS[api]
-    turns = [msg(call("call_1", "Paris"), stop="tool_use"), msg(TextContent(text="Sunny."))]
-    readings, _ = converse(matrix, dialect, spec, turns, Ask(tools=True), api=override)
-    assert readings[0].form["stop"] == STOP_WORDS[dialect]
-    assert [args for _, args in readings[0].calls] == [{"city": "Paris"}]
-
-
-@slow
-@pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages", "google-generative-ai"])
-def test_parallel_tool_calls_collide_on_index(matrix: Matrix, api: str) -> None:
-    """LiteLLM #21331 (the Responses-to-Chat bridge put every parallel call at index 0),
-    #5231, any-llm #970: a Chat Completions client keys a call's deltas by `index`; two
-    calls of one answer have two indexes, one id and one name each."""
-    spec, override = UPSTREAMS[api]
-    script = msg(call("call_1", "Paris"), call("call_2", "Rome"), stop="tool_use")
-    model = Upstream(spec, api=override).resolve()
-    path, _ = vendor_says(script, model, matrix.folder / f"pain{matrix.n + 1}")
-    client = matrix.clients["openai-completions"]
-    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
-        name = matrix.name()
-        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
-        kw = client._kwargs(name, client.start(), Ask(tools=True))
-        with client.sdk.chat.completions.create(stream=True, **kw) as chunks:
-            deltas = [
-                c for chunk in chunks for ch in chunk.choices for c in ch.delta.tool_calls or ()
-            ]
-    by_index: dict[int, dict[str, str]] = {}
-    for d in deltas:
-        seen = by_index.setdefault(d.index, {"id": "", "name": "", "args": ""})
-        seen["id"] += d.id or ""
-        seen["name"] += d.function.name or "" if d.function else ""
-        seen["args"] += d.function.arguments or "" if d.function else ""
-    assert sorted(by_index) == [0, 1]
-    assert [v["name"] for v in by_index.values()] == ["get_weather"] * 2
-    assert [json.loads(v["args"]) for v in by_index.values()] == [
-        {"city": "Paris"},
-        {"city": "Rome"},
-    ]
-    assert len({v["id"] for v in by_index.values()}) == 2
-
-
-CUT = {"anthropic-messages": "max_tokens", "openai-completions": "length",
-       "openai-responses": "incomplete:max_output_tokens"}  # fmt: skip
-
-
-@slow
-@pytest.mark.parametrize("api", ["anthropic-messages", "openai-completions", "openai-responses"])
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
-def test_a_truncated_tool_call_reported_as_complete(matrix: Matrix, dialect: str, api: str) -> None:
-    """hermes-agent #7693 (routers rewrite `length` to `tool_calls`), omlx #2817 (the
-    Responses API said `completed` on a length stop): a call cut by the output limit is
-    said to be cut, in the dialect's words, never a call to run."""
-    spec, override = UPSTREAMS[api]
-    cut = ToolCall(id="call_1", name="get_weather", arguments={}, partial_json='{"city": "Par',
-                   truncated=True)  # fmt: skip
-    turns = [msg(TextContent(text="Let me check."), cut, stop="length")]
-    (got,), _ = converse(matrix, dialect, spec, turns, Ask(tools=True, max_tokens=64), api=override)
-    assert got.form["stop"] == CUT[dialect]
-    assert [c[0] for c in got.form["content"]] == ["text", "tool-cut"]
-
-
-def read_stream(client: Any, name: str, ask: Ask) -> tuple[list[str], Exception | None]:
-    """The texts a client's SDK streams, and the error that ended the stream (None: it
-    ended as a whole answer: `end_turn`, `response.completed`, a finish reason)."""
-    kw = client._kwargs(name, client.start(), ask)
-    texts: list[str] = []
-    try:
-        if client.api == "anthropic-messages":
-            with client.sdk.messages.create(stream=True, **kw) as events:
-                for e in events:
-                    if e.type == "content_block_delta" and e.delta.type == "text_delta":
-                        texts.append(e.delta.text)
-        elif client.api == "openai-responses":
-            with client.sdk.responses.create(stream=True, **kw) as events:
-                for e in events:
-                    if e.type == "response.output_text.delta":
-                        texts.append(e.delta)
-                    elif e.type in ("response.failed", "error"):
-                        raise RuntimeError(e.type)
-        else:
-            with client.sdk.chat.completions.create(stream=True, **kw) as chunks:
-                for chunk in chunks:
-                    for ch in chunk.choices:
-                        texts.append(ch.delta.content or "")
-                        if ch.finish_reason not in (None, "error"):
-                            return texts, None
-    except (anthropic.APIError, openai.APIError, RuntimeError) as e:
-        return texts, e
-    return texts, None
-
-
-@slow
-@pytest.mark.parametrize("api", ["anthropic-messages", "openai-responses", "google-generative-ai"])
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
-def test_mid_stream_overloaded_error_truncates_the_turn_silently(
-    matrix: Matrix, dialect: str, api: str
-) -> None:
-    """anthropic-sdk-python #688 / #1918, agent-os #2118: an upstream that fails after the
-    first text. The client reads the text, then an error of its dialect (Anthropic:
-    `overloaded_error`), never a turn that looks finished."""
-    spec, override = UPSTREAMS[api]
-    broken = AssistantMessage.model_validate(
-        {"api": "faux", "provider": "faux", "model": "m",
-         "content": [TextContent(text="Paris is")], "stop_reason": "error",
-         "error": {"kind": "overloaded", "message": "the upstream is overloaded"}}
-    )  # fmt: skip
-    model = Upstream(spec, api=override).resolve()
-    path, _ = vendor_says(broken, model, matrix.folder / f"pain{matrix.n + 1}")
-    client = matrix.clients[dialect]
-    with fake_vendor(scenarios={ANY_MODEL: [path] * 4}) as fake:
-        name = matrix.name()
-        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
-        texts, error = read_stream(client, name, Ask())
-    assert "".join(texts) == "Paris is"
-    assert error is not None, "the stream ended as if the answer were whole"
-    if dialect == "anthropic-messages":
-        assert isinstance(error, anthropic.APIStatusError)
-        assert error.body["error"]["type"] == "overloaded_error", error.body  # type: ignore[index]
-
-
-@slow
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
-def test_naive_retry_replays_content(matrix: Matrix, dialect: str) -> None:
-    """open-interpreter #291, LiteLLM #6957 / #29808: a stream that fails after content
-    is not retried, nor handed to the route's next deployment: the client never gets the
-    same text twice (or another model's answer glued on); before content it falls over."""
-    spec = "anthropic/claude-sonnet-4-5"
-    model = Upstream(spec).resolve()
-    folder = matrix.folder / f"pain{matrix.n + 1}"
-    whole = vendor_says(msg(TextContent(text="Paris is sunny and warm today.")), model, folder)[1]
-    frames = whole.body.split(b"\n\n")
-    at = next(i for i, f in enumerate(frames) if b"content_block_delta" in f)
-    cut = Synthesized(b"\n\n".join(frames[: at + 1]) + b"\n\n", whole.meta)  # then EOF
-    first = cut.write(folder / "cut")
-    second = vendor_says(msg(TextContent(text="Other deployment.")), model, folder / "b")[0]
-    client = matrix.clients[dialect]
-    with (
-        fake_vendor(scenarios={ANY_MODEL: [first]}) as a,
-        fake_vendor(scenarios={ANY_MODEL: [second]}) as b,
-    ):
-        name = matrix.name()
-        route = [upstream(spec, None, a.url), upstream(spec, None, b.url)]
-        matrix.serve(GatewayConfig(models={name: f"route:{name}"}, routes={name: route}))
-        texts, error = read_stream(client, name, Ask())
-        asked = (len(a.requests), len(b.requests))
-    assert asked == (1, 0), f"after content, the route asked again: {asked}"
-    assert "".join(texts) == "Paris is sunny and warm today."
-    assert error is not None, "the cut stream ended as if the answer were whole"
-
-
-@slow
-@pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
-def test_sse_buffered_by_gzip(matrix: Matrix, dialect: str, api: str) -> None:
-    """anthropic-sdk-ruby #182, claude-relay-service #1039: a compressed event stream
-    arrives all at once (or broken). The SDKs ask for gzip; the gateway's stream is sent
-    uncompressed, and it asks its upstream for an uncompressed one too."""
-    spec, override = UPSTREAMS[api]
-    model = Upstream(spec, api=override).resolve()
-    path, _ = vendor_says(msg(TextContent(text="Sunny.")), model, matrix.folder / f"p{matrix.n}")
-    client = matrix.clients[dialect]
-    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
-        name = matrix.name()
-        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
-        kw = client._kwargs(name, client.start(), Ask())
-        sdk = client.sdk
-        if dialect == "anthropic-messages":
-            create = sdk.messages.with_streaming_response.create
-        elif dialect == "openai-responses":
-            create = sdk.responses.with_streaming_response.create
-        else:
-            create = sdk.chat.completions.with_streaming_response.create
-        with create(stream=True, **kw) as response:
-            asked = response.http_request.headers.get("accept-encoding", "")
-            coding = response.headers.get("content-encoding")
-            media = response.headers["content-type"]
-            body = b"".join(response.iter_bytes())
-        (sent,) = fake.requests
-    assert "gzip" in asked  # what the SDK asks for
-    assert coding in (None, "identity") and media.startswith("text/event-stream")
-    assert b"Sunny." in body
-    assert sent.headers.get("accept-encoding") == "identity"
-
-
-@slow
-@pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
-def test_cancellation_does_not_stop_upstream_generation(
-    matrix: Matrix, dialect: str, api: str
-) -> None:
-    """LiteLLM #17364 / #3341: the client stops reading and closes its stream; the
-    gateway closes its upstream connection (no tokens paid for nobody). The matrix's
-    cancel cell: an upstream that streams without end."""
-    run_cell(matrix, "cancel mid-stream", dialect, api)
-
-
-@slow
-@pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
-@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
-def test_no_fallback_when_streaming(matrix: Matrix, dialect: str, api: str) -> None:
-    """LiteLLM #6957 / #19077: a streamed request whose first deployment answers 429
-    falls over to the route's next one; with none left, a 429 with `retry-after` in the
-    client's dialect. The matrix's fall-over cell."""
-    run_cell(matrix, "429 falls over", dialect, api)
-
-
-@slow
-@pytest.mark.parametrize("api", ["openai-completions", "anthropic-messages"])
-def test_streaming_usage_missing_unless_opted_in(
-    matrix: Matrix, api: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """LiteLLM #23847 / #5632: a Chat Completions client that does not set
-    `stream_options.include_usage` still gets its call counted (quotas, budgets, the
-    access log): the gateway asks its upstream for usage itself."""
-    spec, override = UPSTREAMS[api]
-    model = Upstream(spec, api=override).resolve()
-    path, _ = vendor_says(msg(TextContent(text="Sunny.")), model, matrix.folder / f"p{matrix.n}")
-    client = matrix.clients["openai-completions"]
-    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
-        name = matrix.name()
-        matrix.serve(GatewayConfig(models={name: upstream(spec, override, fake.url)}))
-        kw = client._kwargs(name, client.start(), Ask())
-        assert "stream_options" not in kw
-        caplog.set_level("INFO", logger="stream_core.gateway.access")
-        with client.sdk.chat.completions.create(stream=True, **kw) as chunks:
-            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-        (sent,) = fake.requests
-    assert text == "Sunny."
-    if api == "openai-completions":
-        assert sent.body["stream_options"] == {"include_usage": True}
-    line = _access_line(caplog, name)
-    assert "in=120 out=30 cache_read=40 cache_write=20" in line, line
-
-
-def _access_line(caplog: pytest.LogCaptureFixture, name: str) -> str:
-    """The access line of model name `name` (written once the answer is sent: waited
-    for, within the matrix's guard against hangs)."""
-    deadline = time.monotonic() + GUARD
-    while True:
-        lines = [r.getMessage() for r in caplog.records if f" model={name} " in r.getMessage()]
-        if lines or time.monotonic() > deadline:
-            assert lines, f"no access line for {name}"
-            return lines[-1]
-        time.sleep(0.01)
-
-
-@slow
-def test_anthropic_reasoning_as_empty_output_text_in_the_responses_bridge(matrix: Matrix) -> None:
-    """LiteLLM #11302: Claude's thinking reached Responses clients as empty `output_text`
-    deltas. Through the gateway it is a reasoning item whose summary says it, the answer
-    a message item after it, and no empty delta."""
-    spec = "anthropic/claude-sonnet-4-5"
-    model = Upstream(spec).resolve()
-    script = msg(ThinkingContent(thinking="Paris: sunny season.", signature=CLAUDE_SIG),
-                 TextContent(text="Sunny."))  # fmt: skip
-    path, _ = vendor_says(script, model, matrix.folder / f"p{matrix.n}")
-    client = matrix.clients["openai-responses"]
-    with fake_vendor(scenarios={ANY_MODEL: [path]}) as fake:
-        name = matrix.name()
-        matrix.serve(GatewayConfig(models={name: upstream(spec, None, fake.url)}))
-        kw = client._kwargs(name, client.start(), Ask(thinking=True))
-        with client.sdk.responses.create(stream=True, **kw) as events:
-            seen = list(events)
-    texts = [e.delta for e in seen if e.type == "response.output_text.delta"]
-    assert "" not in texts and "".join(texts) == "Sunny."
-    summary = [e.delta for e in seen if e.type == "response.reasoning_summary_text.delta"]
-    assert "".join(summary) == "Paris: sunny season."
-    done = [e for e in seen if e.type == "response.completed"][0].response
-    kinds = [i.type for i in done.output]
-    assert kinds[:2] == ["reasoning", "message"], kinds
-
-
-@slow
-@pytest.mark.parametrize(
-    "api", ["anthropic-messages", "google-generative-ai", "bedrock-converse-stream"]
-)
-@pytest.mark.parametrize("dialect", DIALECTS[1:], ids=SHORT.get)
-def test_tool_call_without_result(matrix: Matrix, dialect: str, api: str) -> None:
-    """pi-ai's tool-call-without-result: an app that dropped a call's result (the user
-    interrupted it) asks again. OpenAI's APIs let a history say so; Anthropic, Gemini and
-    Bedrock refuse a call with no result: each call they get is answered."""
-    if dialect == "openai-responses":
-        fc = {"type": "function_call", "call_id": "call_lost1", "name": "get_weather",
-              "arguments": json.dumps({"city": "Paris"})}  # fmt: skip
-        convo: list[Any] = [{"role": "user", "content": "Weather?"}, fc]
-    else:
-        fn = {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}
-        calls = [{"id": "call_lost1", "type": "function", "function": fn}]
-        convo = [{"role": "user", "content": "Weather?"},
-                 {"role": "assistant", "content": None, "tool_calls": calls}]  # fmt: skip
-    convo.append({"role": "user", "content": "Never mind, just say hi."})
-    spec, override = UPSTREAMS[api]
-    turns = [msg(TextContent(text="Hi."))]
-    converse(matrix, dialect, spec, turns, Ask(tools=True), api=override, convo=convo)
-
-
-@slow
-@pytest.mark.parametrize("api", ["openai-completions", "anthropic-messages", "openai-responses"])
-def test_call_id_too_long(matrix: Matrix, api: str) -> None:
-    """pi-ai #1022: Copilot's Responses ids (`call_...|fc_...`, 450+ characters) refused
-    by the next vendor ("call_id too long"). A Responses client's history reaches each
-    vendor with ids it takes (OpenAI Chat: 40 characters; Anthropic: 64 of
-    `[A-Za-z0-9_-]`), each result still answering its call."""
-    long_id = "call_" + "a1B2" * 20 + "|fc_" + "Zy9x" * 100
-    fc = {"type": "function_call", "call_id": long_id, "name": "get_weather",
-          "arguments": json.dumps({"city": "Paris"})}  # fmt: skip
-    out = {"type": "function_call_output", "call_id": long_id, "output": "Paris: fine"}
-    convo = [{"role": "user", "content": "Weather?"}, fc, out]
-    spec, override = UPSTREAMS[api]
-    turns = [msg(TextContent(text="Fine."))]
-    _, (sent,) = converse(matrix, "openai-responses", spec, turns, Ask(tools=True), api=override,
-                          convo=convo)  # fmt: skip
-    body = sent.body
-    if api == "openai-completions":
-        (id_,) = [c["id"] for m in body["messages"] for c in m.get("tool_calls") or ()]
-        assert len(id_) <= 40, id_
-    elif api == "anthropic-messages":
-        blocks = [b for m in body["messages"] if isinstance(m["content"], list)
-                  for b in m["content"]]  # fmt: skip
-        (id_,) = [b["id"] for b in blocks if b["type"] == "tool_use"]
-        assert len(id_) <= 64 and id_.replace("_", "").replace("-", "").isalnum(), id_
-    else:  # the same API: the client's own ids, as it sent them
-        assert [i.get("call_id") for i in body["input"] if "call_id" in i] == [long_id] * 2
