@@ -120,12 +120,11 @@ class Gateway:
                 d = dialect("anthropic-messages" if api == "count_tokens" else api)
                 await _json(send, 413, _too_large(d, self.config.max_request_bytes))
                 return
-            try:
-                parsed = json.loads(body)
-            except ValueError:
+            parsed, unreadable = _read_json(body)
+            if unreadable is not None:
                 status = 400
                 d = dialect("anthropic-messages" if api == "count_tokens" else api)
-                code, payload = d.error_body("invalid_request", "the body is not JSON")
+                code, payload = d.error_body("invalid_request", unreadable)
                 await _json(send, code, payload)
                 return
             if api == "count_tokens":
@@ -264,6 +263,44 @@ class Gateway:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+MAX_DEPTH = 128
+"""How deep a request body's arrays and objects may nest (deeper is refused, 400): far
+more than any schema or history needs, far less than what would exhaust the recursion
+of the readers, validators and writers a request goes through."""
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+_TOO_DEEP = f"the body nests arrays or objects deeper than {MAX_DEPTH} levels"
+
+
+def _read_json(body: bytes) -> tuple[Any, str | None]:
+    """The request body's JSON, or why it cannot be read (not JSON: `NaN` and `Infinity`
+    are not; nested deeper than `MAX_DEPTH`)."""
+    try:
+        parsed = json.loads(body, parse_constant=_not_json)
+    except RecursionError:
+        return None, _TOO_DEEP
+    except ValueError as e:
+        said = str(e)  # NaN and Infinity say which; a parser's position helps no one
+        return (
+            None,
+            f"the body is not JSON: {said}" if "JSON value" in said else "the body is not JSON",
+        )
+    stack = [(parsed, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return None, _TOO_DEEP
+        items = value.values() if type(value) is dict else value if type(value) is list else ()
+        for item in items:
+            if type(item) is dict or type(item) is list:
+                stack.append((item, depth + 1))
+    return parsed, None
 
 
 def _auth_error(path: str, headers: dict[str, str]) -> dict[str, Any]:
