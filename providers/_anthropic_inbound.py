@@ -321,7 +321,7 @@ class _Reader:
             )
             self.calls[call.id] = call.name
             out.append(call)
-        elif btype in CALL_TYPES:
+        elif isinstance(btype, str) and btype in CALL_TYPES:
             raw = plain(block)
             call_id = get(block, "id", str, f"{where}.id") or ""
             name = get(block, "name", str, f"{where}.name") or ""
@@ -412,7 +412,7 @@ class _Reader:
             if name not in names:
                 raise RequestFieldError("tool_choice.name", f"no tool named {name!r} in tools")
             fields["tool_choice"] = {"tool": name}
-        elif ctype in _CHOICES:
+        elif isinstance(ctype, str) and ctype in _CHOICES:
             fields["tool_choice"] = _CHOICES[ctype]
         else:
             known = ", ".join([*_CHOICES, "tool"])
