@@ -263,10 +263,13 @@ def _dumps(data: Any) -> str:
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {_dumps(data)}\n\n".encode()
+    return f"event: {name}\ndata: {_dumps(data)}\n\n".encode("utf-8", _SURROGATES)
 
 
 _string = encode_basestring  # a JSON string, non-ASCII kept (json.dumps's own, in C)
+_SURROGATES = "backslashreplace"
+"""How a lone surrogate (which a vendor may send escaped, and UTF-8 cannot hold) is
+written: as the JSON escape it came as (`\\ud800`), inside the string it belongs to."""
 _INPUT_DELTAS = frozenset({"toolcall_delta", "block_delta"})
 _DELTA_HEAD = 'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
 # A delta's field holding its text, by our delta type.
@@ -319,7 +322,9 @@ class Encoder:
             if head is not None and i is not None:
                 if delta.type in _INPUT_DELTAS:
                     self.said.add(ci)
-                return f"{_DELTA_HEAD}{i},{head}{_string(delta.delta)}}}}}\n\n".encode()
+                return f"{_DELTA_HEAD}{i},{head}{_string(delta.delta)}}}}}\n\n".encode(
+                    "utf-8", _SURROGATES
+                )
         if kind == "message_start":
             return b""
         message = event.message
@@ -416,7 +421,8 @@ class Encoder:
             i = self.index.get(ci)
             if i is not None:
                 text = _string(delta.delta)
-                out.append(f"{_DELTA_HEAD}{i},{_DELTA_FIELDS[kind]}{text}}}}}\n\n".encode())
+                frame = f"{_DELTA_HEAD}{i},{_DELTA_FIELDS[kind]}{text}}}}}\n\n"
+                out.append(frame.encode("utf-8", _SURROGATES))
             return
         if kind == "citation":  # no flush: it may be for the text block held
             record = citation_record(delta.citation, message.api)

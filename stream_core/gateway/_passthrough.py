@@ -324,7 +324,7 @@ class _Call:
         if found is None:
             return chunk
         self._echoed = True
-        said = json.dumps(self.name, ensure_ascii=False).encode()
+        said = json.dumps(self.name).encode()  # ASCII: a lone surrogate stays escaped
         return chunk[: found.start(1)] + said + chunk[found.end(1) :]
 
     async def _watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
