@@ -121,6 +121,25 @@ def test_gemini_thought_signature_on_a_text_part(matrix: Matrix, dialect: str) -
 
 @slow
 @pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
+def test_gemini_thought_signature_on_an_answers_last_part(matrix: Matrix, dialect: str) -> None:
+    """An answer without calls: Gemini signs its last text part (not checked, but
+    recommended back). Anthropic and Responses clients carry it back (the state carrier);
+    a Chat Completions answer without calls has no field to carry it in (the dialect
+    table says so): the text goes back unsigned, which Gemini takes."""
+    turns = [
+        msg(TextContent(text="Sunny.", text_signature=SIG_TEXT)),
+        msg(TextContent(text="Rain.")),
+    ]
+    _, sent = converse(matrix, dialect, GEMINI_3, turns, Ask(), user="And tomorrow?")
+    (part,) = gemini_parts(sent[1].body)
+    signed = dialect != "openai-completions"
+    assert part == (
+        {"text": "Sunny.", "thoughtSignature": SIG_TEXT} if signed else {"text": "Sunny."}
+    )
+
+
+@slow
+@pytest.mark.parametrize("dialect", DIALECTS, ids=SHORT.get)
 def test_gemini_thought_signature_400_after_another_vendors_calls(
     matrix: Matrix, dialect: str
 ) -> None:
