@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +34,7 @@ from stream_core import (
 from stream_core.provider import Dialect, Inbound, RequestFieldError
 
 from . import _state
+from ._calls import Receive, Send, upstream_api, watch_disconnect
 from ._config import GatewayConfig, GatewayKey
 from ._fit import fit_options, fit_server_tools
 from ._passthrough import passthrough
@@ -42,8 +42,6 @@ from ._scrub import scrub, scrub_error
 
 __all__ = ["Exchange", "Reply"]
 
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 DEGRADATIONS: dict[str, dict[str, str]] = {
     "anthropic-messages": {
@@ -92,12 +90,6 @@ class Reply:
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     prompt: str | None = None
     """The last user message's text, kept only with `GatewayConfig.log_prompts`."""
-
-
-def upstream_api(target: Model | Route) -> set[str]:
-    if isinstance(target, Model):
-        return {target.api}
-    return {d.model.api for d in target.deployments}
 
 
 class Exchange:
@@ -229,7 +221,7 @@ class Exchange:
         if opened is None:
             return
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply)
+            tg.start_soon(watch_disconnect, receive, tg.cancel_scope, self.reply)
             async with opened as s:
                 message = await s.result()
             tg.cancel_scope.cancel()
@@ -261,7 +253,7 @@ class Exchange:
             return
         async with anyio.create_task_group() as tg:
             watch = anyio.CancelScope()
-            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, self.reply, watch)
+            tg.start_soon(watch_disconnect, receive, tg.cancel_scope, self.reply, watch)
             async with opened as s:
                 async for event in s:
                     if not started:
@@ -338,20 +330,3 @@ def _shutting_down(message: AssistantMessage) -> None:
     retries (elsewhere), not an abort of its own."""
     message.stop_reason = "error"
     message.error = StreamError(kind="overloaded", message=SHUTTING_DOWN, retryable=True)
-
-
-async def _watch_disconnect(
-    receive: Receive,
-    scope: anyio.CancelScope,
-    reply: Reply,
-    watch: anyio.CancelScope | None = None,
-) -> None:
-    """Cancels the exchange when the client goes away: the upstream call ends at once.
-    `watch` (cancelled by the exchange) ends the watching without a verdict."""
-    with watch or anyio.CancelScope():
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                reply.error = "client_disconnected"
-                scope.cancel()
-                return

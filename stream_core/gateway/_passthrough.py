@@ -47,10 +47,12 @@ from stream_core import AssistantMessage, Context, Model, Route, StreamOptions, 
 from stream_core.provider import DIALECTS, Inbound
 
 from . import _tee
+from ._calls import upstream_api, watch_disconnect
 from ._scrub import scrub
 
 if TYPE_CHECKING:
-    from ._exchange import Exchange, Receive, Send
+    from ._calls import Receive, Send
+    from ._exchange import Exchange
 
 __all__ = ["NON_STREAMED_FIRST_BYTE", "passthrough"]
 
@@ -110,8 +112,6 @@ async def passthrough(
     name = body.get("model")
     if not isinstance(name, str) or api not in DIALECTS:
         return False
-    from ._exchange import upstream_api
-
     target = exchange.config.target(name)
     if target is None or upstream_api(target) != {api}:
         return False
@@ -331,10 +331,8 @@ class _Call:
         """The exchange's disconnect watcher, until the last byte goes out (`watching` is
         cancelled just before): a server answers `http.disconnect` once a response is
         finished, which is no client going away."""
-        from ._exchange import _watch_disconnect
-
         with self.watching:
-            await _watch_disconnect(receive, scope, self.exchange.reply)
+            await watch_disconnect(receive, scope, self.exchange.reply)
 
     def _note(self, message: AssistantMessage) -> None:
         reply = self.exchange.reply
