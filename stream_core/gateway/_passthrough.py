@@ -43,7 +43,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from stream_core import AssistantMessage, Context, Model, Route, StreamOptions, UserMessage, stream
+from stream_core import (
+    AssistantMessage,
+    Context,
+    Model,
+    Route,
+    StreamError,
+    StreamOptions,
+    UserMessage,
+    stream,
+)
 from stream_core.provider import DIALECTS, Inbound
 
 from . import _tee
@@ -181,6 +190,7 @@ class _Call:
         self.tee = _tee.Tee(
             _request_headers(self.api, inbound, headers),
             frozenset(n for n, mode in modes.items() if mode == "replace"),
+            check=_tee.FrameCheck(self.api) if self.streamed else None,
         )
 
     # --- the request ------------------------------------------------------------------
@@ -289,15 +299,16 @@ class _Call:
         self._note(message)
         attempt = self.tee.current
         whole = attempt is not None and 200 <= attempt.status < 300
-        if whole and attempt is not None and _is_json(attempt.media):
+        error = message.error
+        sound = error is None or error.kind not in LOCAL_KINDS  # the library read it whole
+        if whole and sound and attempt is not None and _is_json(attempt.media):
             with anyio.move_on_after(TAIL_WAIT):
                 await attempt.ended.wait()
-            if attempt.eof:
-                await self._send_whole(
-                    send, attempt.status, attempt, self._echo_model(attempt.body())
-                )
+            body = attempt.body() if attempt.eof else b""
+            if _json_object(body):
+                await self._send_whole(send, attempt.status, attempt, self._echo_model(body))
                 return
-        if message.content or message.error is None:
+        if not self.exchange._failed(message, whole=True):
             payload = self.exchange.dialect.message_body(message, self.name, None)
             self.exchange.reply.status = 200
             await send(
@@ -386,26 +397,60 @@ class _Call:
         return True
 
     async def _end(self, send: Send, message: AssistantMessage | None) -> None:
-        """The rest of the upstream's body; a body the network or a timeout cut ends
-        with the dialect's error event after its last whole frame."""
+        """The rest of the upstream's body (its sound frames: `FrameCheck`); a body that
+        did not end with the dialect's terminal event (cut by the network or a timeout,
+        broken, or ended by an error the dialect does not end with) gets one, after its
+        last whole frame."""
         tee = self.tee
         attempt = tee.current
         error = message.error if message is not None else None
-        if error is not None and error.kind in LOCAL_KINDS and attempt is not None:
-            tail = b"" if attempt.encoded else tee.take()
-            kind, text = error.kind, error.message
-            if kind == "aborted" and getattr(self.exchange, "_stopped", False):
-                kind, text = "overloaded", "the gateway is shutting down; try again"
-            if kind != "aborted" and not attempt.encoded:
-                _, payload = self.exchange.dialect.error_body(kind, scrub(text))
-                tail += b"event: error\ndata: " + json.dumps(payload).encode() + b"\n\n"
-        else:
-            if attempt is not None:
-                with anyio.move_on_after(TAIL_WAIT):
-                    await attempt.ended.wait()
-            tail = tee.take(whole=True)
+        local = error is not None and error.kind in LOCAL_KINDS
+        if attempt is not None and not local:
+            with anyio.move_on_after(TAIL_WAIT):
+                await attempt.ended.wait()
+        tail = b"" if attempt is None or (local and attempt.encoded) else tee.take(whole=not local)
+        check = tee.check
+        if check is not None and not check.ended and attempt is not None and not attempt.encoded:
+            tail += self._closing(message, check)
         self.watching.cancel()
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    def _closing(self, message: AssistantMessage | None, check: _tee.FrameCheck) -> bytes:
+        """The dialect's terminal event for a stream the upstream did not end with one
+        (or with one a client cannot read): after an answer that ended well, its end
+        (`message_stop`, `response.completed`, `[DONE]`); else its error (Responses:
+        `response.failed`); nothing for a client that went away."""
+        error = message.error if message is not None else None
+        if check.broken:
+            error = StreamError(kind="protocol", message="the upstream's stream broke its format")
+        elif message is not None and message.stop_reason not in ("error", "aborted"):
+            if self.api == "openai-completions":
+                return b"data: [DONE]\n\n"
+            if self.api == "anthropic-messages":
+                return b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+            return self._responses_end(message, check)
+        kind = error.kind if error is not None else "network"
+        text = error.message if error is not None else "the upstream's stream ended early"
+        if kind == "aborted":
+            if not getattr(self.exchange, "_stopped", False):
+                return b""  # the client went away: no one to tell
+            kind, text = "overloaded", "the gateway is shutting down; try again"
+        dialect = self.exchange.dialect
+        if self.api == "openai-responses" and message is not None:
+            said = StreamError(kind=kind, message=scrub(text))
+            failed = message.model_copy(update={"stop_reason": "error", "error": said})
+            return self._responses_end(failed, check)
+        _, payload = dialect.error_body(kind, scrub(text))
+        head = b"data: " if self.api == "openai-completions" else b"event: error\ndata: "
+        return head + json.dumps(payload).encode() + b"\n\n"
+
+    def _responses_end(self, message: AssistantMessage, check: _tee.FrameCheck) -> bytes:
+        """A Responses stream's terminal event, holding the whole answer (its codec's)."""
+        response = self.exchange.dialect.message_body(message, self.name, None)
+        status = response.get("status")
+        kind = f"response.{status if status in ('incomplete', 'failed') else 'completed'}"
+        event = {"type": kind, "sequence_number": check.sequence + 1, "response": response}
+        return f"event: {kind}\ndata: ".encode() + json.dumps(event).encode() + b"\n\n"
 
     async def _send_whole(
         self, send: Send, status: int, attempt: _tee.Attempt, body: bytes
@@ -460,11 +505,20 @@ _MODEL_FIELD = re.compile(rb'"model"\s*:\s*("(?:[^"\\]|\\.)*")')
 """The first `"model": "..."` of an Anthropic answer (group 1: the JSON string)."""
 
 
+def _json_object(body: bytes) -> bool:
+    """Whether a whole answer's body is a JSON object (an upstream may say
+    `application/json` of anything)."""
+    try:
+        return isinstance(json.loads(body), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 def _dialect_error(body: bytes) -> bool:
     """Whether an error body is in the shape every dialect here shares: a JSON object
     whose `error` is an object (Anthropic adds `"type": "error"`)."""
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(parsed, dict) and isinstance(parsed.get("error"), dict)

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import httpx
 
-__all__ = ["Attempt", "Tee", "current", "gateway_client"]
+__all__ = ["Attempt", "FrameCheck", "Tee", "current", "gateway_client"]
 
 _SHARDS = 16
 _KEEPALIVE = 256
@@ -97,19 +97,22 @@ class Tee:
     request, over what the request builder wrote; those in `if_written` are set only
     where the builder wrote one. `drop_usage_chunk`: a Chat Completions
     stream asked for usage for the gateway's own accounting: the usage-only chunk is not
-    forwarded (the client did not ask for it)."""
+    forwarded (the client did not ask for it). `check`: the frames of a stream that may
+    reach the client (see `FrameCheck`; None: every frame)."""
 
-    __slots__ = ("committed", "current", "drop_usage_chunk", "headers", "if_written")
+    __slots__ = ("check", "committed", "current", "drop_usage_chunk", "headers", "if_written")
 
     def __init__(
         self,
         headers: dict[str, str | None],
         if_written: frozenset[str] = frozenset(),
         drop_usage_chunk: bool = False,
+        check: FrameCheck | None = None,
     ) -> None:
         self.headers = headers
         self.if_written = if_written
         self.drop_usage_chunk = drop_usage_chunk
+        self.check = check
         self.current: Attempt | None = None
         self.committed = False
 
@@ -155,7 +158,104 @@ class Tee:
                 del buffer[:end]
         if self.drop_usage_chunk and not encoded:
             out = _without_usage_chunk(out)
+        if self.check is not None and not encoded:
+            out = self.check.sound(out)
         return out
+
+
+_LINES = re.compile(r"\r\n|\r|\n")
+_FIRSTS = {
+    "anthropic-messages": frozenset({"message_start", "error"}),
+    "openai-responses": frozenset({"response.created", "error", "response.failed"}),
+}
+_TERMINALS = {
+    "anthropic-messages": frozenset({"message_stop", "error"}),
+    "openai-responses": frozenset(
+        {"response.completed", "response.incomplete", "response.failed", "response.done"}
+    ),
+}
+
+
+class FrameCheck:
+    """Which of an upstream's SSE frames reach a client of the same dialect: each one that
+    is sound (UTF-8, only SSE fields, its data a JSON object: of the `type` its event
+    names in Anthropic's and OpenAI Responses' streams; with its `choices`, or `[DONE]`,
+    or an error, in a Chat Completions stream), up to the first terminal event. A junk
+    line, a frame cut by a dropped connection or a second terminal would break the
+    client's SDK, and it is not content: left out. A stream that does not open with its
+    dialect's first event (`message_start`, `response.created`) cannot be read by an SDK
+    at all: `broken`, nothing more of it goes out. `ended`: a terminal went out;
+    `sequence`: the last Responses `sequence_number` that did."""
+
+    __slots__ = ("api", "broken", "ended", "sequence", "started")
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.ended = False
+        self.broken = False
+        self.started = False
+        self.sequence = -1
+
+    def sound(self, out: bytes) -> bytes:
+        """The frames of `out` that may go to the client."""
+        kept = []
+        for match in _FRAMES.finditer(out):
+            if self.ended or self.broken:
+                break
+            frame = match.group()
+            if self._sound(frame):
+                kept.append(frame)
+        return b"".join(kept)
+
+    def _sound(self, frame: bytes) -> bool:
+        try:
+            text = frame.decode()
+        except UnicodeDecodeError:
+            return False
+        event, data = None, []
+        for line in _LINES.split(text):
+            if not line or line[0] == ":":
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value[:1] == " " else value
+            if name == "data":
+                data.append(value)
+            elif name == "event":
+                event = value
+            elif name not in ("id", "retry"):
+                return False
+        if not data:
+            return event is None  # a comment or a keep-alive; an event needs its data
+        payload = "\n".join(data)
+        chat = self.api not in _TERMINALS
+        if chat and payload == "[DONE]":
+            self.ended = True
+            return True
+        try:
+            obj = json.loads(payload)
+        except (ValueError, RecursionError):
+            return False
+        if type(obj) is not dict:
+            return False
+        if chat:
+            if isinstance(obj.get("error"), dict):
+                self.ended = True
+                return True
+            return type(obj.get("choices")) is list
+        kind = obj.get("type")
+        if type(kind) is not str or (event is not None and event != kind):
+            return False
+        if not self.started:
+            self.started = True
+            if kind not in _FIRSTS[self.api]:
+                self.broken = True
+                return False
+        number = obj.get("sequence_number")
+        if type(number) is int:
+            self.sequence = number
+        if kind in _TERMINALS[self.api]:
+            self.ended = True
+        return True
 
 
 _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
@@ -180,7 +280,7 @@ def _usage_only(frame: bytes) -> bool:
     data = b"".join(line[5:].lstrip() for line in frame.splitlines() if line.startswith(b"data:"))
     try:
         chunk = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return (
         isinstance(chunk, dict)
