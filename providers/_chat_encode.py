@@ -186,7 +186,7 @@ def _signature_fields(block: ThinkingContent) -> dict[str, Any]:
         return {}
     try:
         kept = json.loads(sig)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     if type(kept) is not dict:
         return {}
