@@ -168,6 +168,24 @@ _FIRSTS = {
     "anthropic-messages": frozenset({"message_start", "error"}),
     "openai-responses": frozenset({"response.created", "error", "response.failed"}),
 }
+_INDEXES = ("index", "output_index", "content_index", "summary_index", "sequence_number")
+"""Fields an SDK indexes its accumulated answer by: whole numbers, or it cannot read on."""
+_OBJECTS = {
+    "anthropic-messages": {
+        "message_start": ("message",),
+        "content_block_start": ("index", "content_block"),
+        "content_block_delta": ("index", "delta"),
+        "content_block_stop": ("index",),
+        "message_delta": ("delta",),
+    },
+    "openai-responses": {
+        "response.created": ("response",),
+        "response.output_item.added": ("output_index", "item"),
+        "response.output_item.done": ("output_index", "item"),
+        "response.content_part.added": ("output_index", "content_index", "part"),
+    },
+}
+"""Per event type, the fields an SDK reads it by (an object, or an index: `_INDEXES`)."""
 _TERMINALS = {
     "anthropic-messages": frozenset({"message_stop", "error"}),
     "openai-responses": frozenset(
@@ -187,7 +205,7 @@ class FrameCheck:
     at all: `broken`, nothing more of it goes out. `ended`: a terminal went out;
     `sequence`: the last Responses `sequence_number` that did."""
 
-    __slots__ = ("api", "broken", "ended", "sequence", "started")
+    __slots__ = ("api", "blocks", "broken", "ended", "sequence", "started")
 
     def __init__(self, api: str) -> None:
         self.api = api
@@ -195,6 +213,8 @@ class FrameCheck:
         self.broken = False
         self.started = False
         self.sequence = -1
+        self.blocks = 0
+        """Anthropic: the content blocks started (an SDK indexes its blocks by them)."""
 
     def sound(self, out: bytes) -> bytes:
         """The frames of `out` that may go to the client."""
@@ -241,9 +261,12 @@ class FrameCheck:
             if isinstance(obj.get("error"), dict):
                 self.ended = True
                 return True
-            return type(obj.get("choices")) is list
+            return self._choices(obj.get("choices"))
         kind = obj.get("type")
         if type(kind) is not str or (event is not None and event != kind):
+            return False
+        if not _shaped(obj, _OBJECTS[self.api].get(kind, ())) or not self._in_order(kind, obj):
+            self.broken = True
             return False
         if not self.started:
             self.started = True
@@ -255,6 +278,40 @@ class FrameCheck:
             self.sequence = number
         if kind in _TERMINALS[self.api]:
             self.ended = True
+        return True
+
+    def _in_order(self, kind: str, obj: dict[str, Any]) -> bool:
+        """Anthropic: a block's events name a block started before (its start, the next)."""
+        if self.api != "anthropic-messages" or not kind.startswith("content_block_"):
+            return True
+        index: int = obj["index"]
+        if kind == "content_block_start":
+            if index > self.blocks:
+                return False
+            self.blocks = max(self.blocks, index + 1)
+            return True
+        return index < self.blocks
+
+    def _choices(self, choices: Any) -> bool:
+        """A Chat Completions chunk's `choices` as an SDK accumulates them (by index);
+        anything else breaks the stream."""
+        if type(choices) is not list:
+            return False
+        for choice in choices:
+            if type(choice) is not dict or not _index(choice.get("index", 0)):
+                self.broken = True
+                return False
+            delta = choice.get("delta")
+            calls = delta.get("tool_calls") if type(delta) is dict else None
+            if (delta is not None and type(delta) is not dict) or (
+                calls is not None
+                and (
+                    type(calls) is not list
+                    or any(type(c) is not dict or not _index(c.get("index", 0)) for c in calls)
+                )
+            ):
+                self.broken = True
+                return False
         return True
 
 
@@ -287,6 +344,25 @@ def _usage_only(frame: bytes) -> bool:
         and chunk.get("choices") == []
         and isinstance(chunk.get("usage"), dict)
     )
+
+
+def _index(value: Any) -> bool:
+    return type(value) is int and 0 <= value < _MOST
+
+
+_MOST = 1 << 31
+"""An index past this is no list's."""
+
+
+def _shaped(obj: dict[str, Any], needed: tuple[str, ...]) -> bool:
+    """Whether an event has the fields an SDK reads it by (`_OBJECTS`), and whole numbers
+    for every index it has."""
+    for key in needed:
+        if key not in _INDEXES and type(obj.get(key)) is not dict:
+            return False
+        if key in _INDEXES and key not in obj:
+            return False
+    return all(_index(obj[key]) for key in _INDEXES if key in obj)
 
 
 class _Body(httpx.AsyncByteStream):
