@@ -39,6 +39,7 @@ async def watch_disconnect(
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                reply.error = "client_disconnected"
+                if reply.error is None:  # else an error answer went out: it is complete
+                    reply.error = "client_disconnected"
                 scope.cancel()
                 return
