@@ -220,7 +220,11 @@ async def _post(
 ) -> dict[str, Any] | None:
     try:
         async with httpx.AsyncClient(timeout=TIMEOUT) as client:
-            response = await client.post(url, json=payload, headers=headers)
+            # ASCII JSON: a lone surrogate a client escaped stays escaped (httpx's `json=`
+            # writes UTF-8, which cannot hold one).
+            content = json.dumps(payload).encode()
+            headers = {**headers, "content-type": "application/json"}
+            response = await client.post(url, content=content, headers=headers)
     except httpx.HTTPError as exc:
         logger.warning(
             "count_tokens: %s unreachable (%s); estimating", _host(url), type(exc).__name__
