@@ -89,7 +89,7 @@ class Procs:
     def start(
         self, name: str, cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
     ) -> subprocess.Popen[bytes]:
-        log = open(self.folder / f"{name}.log", "wb")
+        log = open(self.folder / f"{name.replace('/', '-')}.log", "wb")
         proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
@@ -135,7 +135,8 @@ class Procs:
 
     def log(self, name: str, tail: int = 1500) -> str:
         try:
-            return (self.folder / f"{name}.log").read_text(errors="replace")[-tail:]
+            path = self.folder / f"{name.replace('/', '-')}.log"
+            return path.read_text(errors="replace")[-tail:]
         except OSError:
             return ""
 
