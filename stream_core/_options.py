@@ -202,6 +202,15 @@ def _is_number(value: Any) -> bool:
     return type(value) in (int, float)
 
 
+def _isfinite(value: float) -> bool:
+    """`math.isfinite`, False for an int past a float's range (it cannot be sent as one;
+    `math.isfinite` raises OverflowError on it)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _number(*, minimum: float, allow_equal: bool, optional: bool) -> Any:
     bound = f">= {minimum:g}" if allow_equal else f"> {minimum:g}"
 
@@ -210,8 +219,8 @@ def _number(*, minimum: float, allow_equal: bool, optional: bool) -> Any:
             return None
         if not _is_number(value):
             return TypeError, f"expected a number, got {type(value).__name__} {_shown(value)}"
-        if not math.isfinite(value) or (value < minimum if allow_equal else value <= minimum):
-            return ValueError, f"must be finite and {bound}, got {value!r}"
+        if not _isfinite(value) or (value < minimum if allow_equal else value <= minimum):
+            return ValueError, f"must be finite and {bound}, got {_shown(value)}"
         return None
 
     return check
@@ -419,8 +428,8 @@ def _unit(value: Any) -> tuple[type[Exception], str] | None:
         return None
     if not _is_number(value):
         return TypeError, f"expected a number, got {type(value).__name__} {_shown(value)}"
-    if not (math.isfinite(value) and 0 <= value <= 1):
-        return ValueError, f"must be between 0 and 1, got {value!r}"
+    if not (_isfinite(value) and 0 <= value <= 1):
+        return ValueError, f"must be between 0 and 1, got {_shown(value)}"
     return None
 
 
@@ -429,8 +438,8 @@ def _finite(value: Any) -> tuple[type[Exception], str] | None:
         return None
     if not _is_number(value):
         return TypeError, f"expected a number, got {type(value).__name__} {_shown(value)}"
-    if not math.isfinite(value):
-        return ValueError, f"must be finite, got {value!r}"
+    if not _isfinite(value):
+        return ValueError, f"must be finite, got {_shown(value)}"
     return None
 
 
