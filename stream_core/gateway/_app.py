@@ -36,6 +36,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 ACCESS_LOG = logging.getLogger("stream_core.gateway.access")
+logger = logging.getLogger("stream_core.gateway")
 
 _PROMPT_CHARS = 200
 """With `log_prompts`: how much of the last user message the access line quotes."""
@@ -79,6 +80,7 @@ class Gateway:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         status, key_name, model, extra = 200, "-", "-", ""
         counted: str | None = None  # the key whose requests in flight count this one
+        send = sent = _Progress(send)
         try:
             if path == "/health":
                 status = 503 if self._draining else 200
@@ -151,6 +153,10 @@ class Gateway:
                 extra += f" error={reply.error}"
             if self.config.log_prompts and reply.prompt is not None:
                 extra += f" prompt={json.dumps(reply.prompt[:_PROMPT_CHARS])}"
+        except Exception:  # the last resort: a defect, said in the dialect, never raised
+            logger.exception("gateway: %s %s failed", scope.get("method", "-"), path)
+            status, extra = (500 if not sent.started else status), extra + " error=internal"
+            await sent.fail(path)
         finally:
             if counted is not None:
                 self._busy[counted] -= 1
@@ -301,6 +307,37 @@ def _read_json(body: bytes) -> tuple[Any, str | None]:
             if type(item) is dict or type(item) is list:
                 stack.append((item, depth + 1))
     return parsed, None
+
+
+class _Progress:
+    """One request's ASGI `send`, noting how far the answer got, for the last resort
+    (`fail`): an exception the gateway did not expect never leaves the app."""
+
+    __slots__ = ("_send", "ended", "started")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = self.ended = False
+
+    async def __call__(self, message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self.ended = True
+        await self._send(message)
+
+    async def fail(self, path: str) -> None:
+        """The dialect's 500 before the answer started, else the answer's end."""
+        try:
+            if not self.started:
+                api = DIALECT_PATHS.get(path)
+                api = api or ("anthropic-messages" if "/messages" in path else "openai-completions")
+                code, payload = dialect(api).error_body("server", "the gateway failed; try again")
+                await _json(self, code, payload)
+            elif not self.ended:
+                await self({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception:  # noqa: S110 - the client is gone: nothing to tell
+            pass
 
 
 def _auth_error(path: str, headers: dict[str, str]) -> dict[str, Any]:
