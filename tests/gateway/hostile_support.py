@@ -214,8 +214,8 @@ class _Lines(logging.Handler):
 
 class GatewayServer:
     """The gateway on uvicorn (loopback), its app swappable (`serve`); `escaped` holds the
-    exceptions that left the app, `errors` uvicorn's error-log lines, `access` the
-    gateway's access-log lines."""
+    exceptions that left the app, `errors` the error-log lines of uvicorn and of the
+    gateway (its last resort), `access` the gateway's access-log lines."""
 
     def __init__(self) -> None:
         self.app: Any = None
@@ -269,6 +269,7 @@ class GatewayServer:
     def __enter__(self) -> GatewayServer:
         for name, handler in (
             ("stream_core.gateway.access", self._access),
+            ("stream_core.gateway", self._errors),
             ("uvicorn.error", self._errors),
             ("uvicorn.asgi", self._errors),
         ):
@@ -289,6 +290,7 @@ class GatewayServer:
         self.sock.close()
         for name, handler in (
             ("stream_core.gateway.access", self._access),
+            ("stream_core.gateway", self._errors),
             ("uvicorn.error", self._errors),
             ("uvicorn.asgi", self._errors),
         ):

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from stream_core.gateway import GatewayConfig
 from stream_core.gateway._app import MAX_DEPTH
+from stream_core.gateway._exchange import Exchange
 from stream_core.provider import CARRIER_PREFIX, Inbound, RequestFieldError, dialect
 
 SEEDS = json.loads((Path(__file__).parent / "hostile_seeds.json").read_text())
@@ -380,3 +381,37 @@ def test_numbers_past_any_range_are_answered(
         for value in (10**400, -(10**400), 1e308, True):
             body = {**_smallest(api), name: value, "stream": True}
             post(served, api, json.dumps(body).encode())
+
+
+@pytest.mark.parametrize("when", ["before", "during"])
+@pytest.mark.parametrize("api", list(CASES))
+def test_a_defect_is_the_dialects_500_never_an_exception(
+    served: tuple[GatewayServer, RawUpstream, httpx.Client],
+    api: str,
+    when: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last resort: an exception the gateway did not expect (here, planted) is the
+    dialect's 500 before the answer started, the answer's end after; one access line says
+    so; nothing leaves the app."""
+    gateway, vendor, client = served
+    gateway.serve(GatewayConfig(models={"*": upstream(api, vendor.url)}))
+
+    async def broken(self: Exchange, body: Any, headers: Any, send: Any, receive: Any) -> Any:
+        if when == "during":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"data: ", "more_body": True})
+        raise RuntimeError("a planted defect")
+
+    monkeypatch.setattr(Exchange, "run", broken)
+    gateway.reset_logs()
+    response = client.post(PATHS[api], json=_smallest(api))
+    (line,) = gateway.access_lines(1)
+    assert not gateway.escaped
+    assert [e.startswith("gateway: POST") for e in gateway.errors] == [True]  # logged, once
+    assert "error=internal" in line
+    if when == "before":
+        check_error(api, response.status_code, response.content, server=True)
+        assert response.status_code == 500 and " 500 " in line
+    else:
+        assert response.status_code == 200 and response.content == b"data: "
