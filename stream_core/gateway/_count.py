@@ -50,6 +50,8 @@ TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 """How long a vendor's count may take before the estimate answers instead."""
 
 _ANTHROPIC_VERSION = "2023-06-01"
+_MOST = 1 << 31
+"""A vendor's count at or past this is no request's: the estimate answers instead."""
 _REFUSED = frozenset({400, 404, 413, 422})
 """Statuses of a vendor's count that are the request's fault: answered as its error.
 Any other failure (the gateway's own key refused, a 429, a 5xx, the network) answers
@@ -151,8 +153,8 @@ async def _exact(
         value = found.get("totalTokens") if found is not None else None
     else:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MOST:
+        return None  # not a count (the estimate answers)
     return value
 
 
@@ -237,7 +239,7 @@ async def _post(
         return None
     try:
         found = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past reading
         return None
     return found if isinstance(found, dict) else None
 
@@ -250,7 +252,7 @@ def _message(response: httpx.Response, key: str) -> str:
         error = data.get("error") if isinstance(data, dict) else None
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             text = error["message"]
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past reading
         pass
     text = (text or f"the vendor's count answered {response.status_code}")[:500]
     return text.replace(key, "[redacted]") if key else text
