@@ -530,3 +530,38 @@ def test_a_retried_upstream_shows_only_its_last_attempt(
                     assert ended.startswith("http 5"), ended
     finally:
         RETRIES.clear()
+
+
+COUNT_ANSWERS = [
+    b"[" * 5000 + b"]" * 5000,
+    b'{"input_tokens": 1' + b"0" * 400 + b', "totalTokens": 1' + b"0" * 400 + b"}",
+    b'{"input_tokens": "12", "totalTokens": -1}',
+    b'{"input_tokens": true, "totalTokens": 1e308}',
+    HTML_502,
+    b"",
+    b'{"error": {"message": "' + b"x" * 100_000 + b'"}}',
+]
+
+
+@pytest.mark.parametrize("api", ["anthropic-messages", "google-generative-ai"])
+def test_a_vendors_count_of_any_shape_is_read_or_estimated(
+    served: tuple[GatewayServer, RawUpstream, httpx.Client], api: str
+) -> None:
+    """`count_tokens` where the upstream counts (Anthropic, Gemini): whatever its count
+    endpoint answers, the client gets a count (the estimate, said by its header) or the
+    vendor's refusal in Anthropic's shape, never a 500 or a number no request has."""
+    gateway, vendor, client = served
+    for status in (200, 400, 503):
+        for body in COUNT_ANSWERS:
+            use(served, api, Answer(status=status, content_type="application/json", chunks=[body]))
+            response = client.post(
+                "/v1/messages/count_tokens",
+                json={"model": "m", "messages": [{"role": "user", "content": "Hi"}]},
+            )
+            settled(gateway)
+            if response.status_code == 200:
+                assert response.headers["x-stream-core-count"] == "estimate"
+                assert 0 < response.json()["input_tokens"] < 100
+            else:
+                error = check_error("anthropic-messages", response.status_code, response.content)
+                assert status == 400 and len(error["message"]) <= 500
