@@ -31,6 +31,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 from .. import __version__
+from ._common import positive_int as _positive_int
+from ._common import seconds_or_none as _speed
 from ._common import usage_error
 from .chat import run as _chat
 from .demo import run as _demo
@@ -63,26 +65,6 @@ def _silence(out: TextIO) -> None:
         os.dup2(devnull, out.fileno())
     except (OSError, ValueError):
         pass
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
-def _speed(value: str) -> float:
-    try:
-        n = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not n >= 0:  # also rejects NaN
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return n
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@ through the real provider code, finding the model a live call names, usage error
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TextIO
@@ -147,3 +148,25 @@ def user_context(system: str | None, prompt: str) -> Context:
 def exit_status(message: AssistantMessage) -> int:
     """Unlike a replay, a live call that failed is a failed command."""
     return 1 if message.stop_reason in ("error", "aborted") else 0
+
+
+def positive_int(value: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def seconds_or_none(value: str) -> float:
+    """An argparse type: a number of seconds, 0 or more."""
+    try:
+        n = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not n >= 0:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return n

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from ._common import usage_error
+from ._common import positive_int, usage_error
 from ._render import error
 
 __all__ = ["add_parser", "run"]
@@ -61,7 +61,7 @@ def add_parser(sub: Any) -> None:
     gw.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
     gw.add_argument("--port", type=_port, default=8080, help="port (default: %(default)s)")
     gw.add_argument(
-        "--workers", type=_workers, default=1, metavar="N", help="processes (default: 1)"
+        "--workers", type=positive_int, default=1, metavar="N", help="processes (default: 1)"
     )
     gw.add_argument(
         "--http",
@@ -94,16 +94,6 @@ def _port(value: str) -> int:
         raise argparse.ArgumentTypeError(f"not a port: {value!r}") from None
     if not 0 <= n <= 65535:
         raise argparse.ArgumentTypeError(f"not a port: {n}")
-    return n
-
-
-def _workers(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
     return n
 
 
