@@ -53,7 +53,7 @@ from stream_core import (
     UserMessage,
     stream,
 )
-from stream_core.provider import DIALECTS, Inbound
+from stream_core.provider import DIALECTS, Inbound, RequestFieldError
 
 from . import _tee
 from ._calls import upstream_api, watch_disconnect
@@ -477,7 +477,14 @@ def _request_headers(
             out[name] = sent
         elif mode == "exact":
             out[name] = None
+    for name, said in out.items():
+        if said is not None and not _HEADER_VALUE.fullmatch(said):
+            raise RequestFieldError(name, "a header of printable ASCII (as the vendor takes it)")
     return out
+
+
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+"""A header value an upstream request can carry (RFC 9110 field content, ASCII)."""
 
 
 def _answer_headers(attempt: _tee.Attempt, media: str) -> list[tuple[bytes, bytes]]:
