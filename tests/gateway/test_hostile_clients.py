@@ -415,3 +415,17 @@ def test_a_defect_is_the_dialects_500_never_an_exception(
         assert response.status_code == 500 and " 500 " in line
     else:
         assert response.status_code == 200 and response.content == b"data: "
+
+
+def test_a_header_no_vendor_takes_is_a_400_naming_it(
+    served: tuple[GatewayServer, RawUpstream, httpx.Client],
+) -> None:
+    """Anthropic's own headers go to an Anthropic upstream as sent: one that is not
+    printable ASCII (latin-1 bytes, control characters) is the client's 400, by name."""
+    gateway, vendor, _ = served
+    gateway.serve(GatewayConfig(models={"*": upstream("anthropic-messages", vendor.url)}))
+    body = json.dumps(_smallest("anthropic-messages")).encode()
+    for name, value in (("anthropic-beta", b"caf\xe9"), ("anthropic-version", b"\xff\xfe")):
+        response = post(served, "anthropic-messages", body, {name: value})  # type: ignore[dict-item]
+        assert response.status_code == 400
+        assert response.json()["error"]["message"].startswith(name)
