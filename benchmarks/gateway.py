@@ -1,9 +1,10 @@
 """The gateway against LiteLLM's proxy and a direct call, in one run, on one upstream.
 
-    python benchmarks/gateway.py [--litellm PATH] [--only latency cpu held servers]
-                                 [--rounds R] [--held 1000] [--json FILE]
+    python benchmarks/gateway.py [--litellm PATH] [--only latency cpu held]
+                                 [--http h11 httptools] [--rounds R] [--held 1000]
+                                 [--json FILE]
     python benchmarks/gateway.py --only servers [--asgi-python PATH]
-    python benchmarks/gateway.py --only instructions
+    python benchmarks/gateway.py --only instructions [--instructions-litellm]
 
 One loopback upstream, `gateway_vendor.py` (a fast Chat Completions fake vendor, standard
 library, its own process, 127.0.0.1), and every side calling it at once:
@@ -38,13 +39,13 @@ first checked: a streamed and a non-streamed answer must carry exactly the vendo
   /proc) over the upstream's SSE events. `--cpu-repeat` (3) runs, the least kept.
 - **held** (memory per open stream; N concurrent streams): `--held` (1,000) streams at
   once, each held by the vendor after its first text chunk until every one has its first
-  byte (or `--open-timeout`), then released: the proxy's RSS with all N open less its RSS
-  before (after a 20-stream warm-up round), per stream; and how many of the N delivered
-  exactly the vendor's text.
+  byte (or `--open-timeout`), then released: the proxy's RSS with them open less its RSS
+  before (a process started afresh per side, after a 20-stream warm-up round), per stream
+  open; and how many of the N delivered exactly the vendor's text.
 - **servers** (`gateway_servers.py`): the ASGI server choice, on a trivial app and on the
   gateway.
 - **instructions** (`gateway_servers.py`, valgrind): the gateway's instructions per
-  streamed event.
+  streamed event and per request (`--instructions-litellm`: LiteLLM's too, ~1 hour).
 
 Every process is started by this script and stopped by its id at the end.
 """
