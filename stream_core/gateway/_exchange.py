@@ -172,6 +172,8 @@ class Exchange:
     async def _error(
         self, send: Send, kind: str, message: str, retry_after: float | None = None
     ) -> None:
+        if len(message) > _MESSAGE_CHARS:  # a client's own value quoted back, at length
+            message = message[:_MESSAGE_CHARS] + "..."
         status, payload = self.dialect.error_body(kind, scrub(message))  # type: ignore[arg-type]
         headers = [(b"content-type", b"application/json")]
         if retry_after is not None and status == 429:
@@ -323,6 +325,9 @@ SAID_AS_STOP = frozenset({"refusal", "content_filter"})
 OpenAI `content_filter`), not as an HTTP error."""
 
 SHUTTING_DOWN = "the gateway is shutting down; try again"
+
+_MESSAGE_CHARS = 1000
+"""How much of an error's message a client gets (one quoting a giant value is cut)."""
 
 
 def _shutting_down(message: AssistantMessage) -> None:
