@@ -429,3 +429,20 @@ def test_a_header_no_vendor_takes_is_a_400_naming_it(
         response = post(served, "anthropic-messages", body, {name: value})  # type: ignore[dict-item]
         assert response.status_code == 400
         assert response.json()["error"]["message"].startswith(name)
+
+
+@pytest.mark.parametrize("api", list(CASES))
+def test_an_error_quoting_a_giant_value_is_cut(
+    served: tuple[GatewayServer, RawUpstream, httpx.Client], api: str
+) -> None:
+    gateway, vendor, _ = served
+    gateway.serve(GatewayConfig(models={"*": upstream(FOREIGN[api], vendor.url)}))
+    body = _smallest(api)
+    giant = "x" * 1_000_000
+    if api == "openai-responses":
+        body["input"] = [{"type": "message", "role": giant, "content": "hi"}]
+        body["reasoning"] = {"effort": giant}
+    else:
+        body["messages"][0]["role"] = giant
+    response = post(served, api, json.dumps(body).encode())
+    assert response.status_code == 400 and len(response.content) < 2000, response.content[:300]
