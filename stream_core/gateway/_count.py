@@ -169,9 +169,7 @@ def _anthropic_payload(
         messages = _state.restore(context.messages, inbound.carriers, config.secret)
         context = context.model_copy(update={"messages": messages})
         try:
-            req = _wire(model).build_request(
-                model, context, _count_options(inbound.options)
-            )
+            req = _wire(model).build_request(model, context, _count_options(inbound.options))
             body = req.payload
         except (ValueError, TypeError):
             pass
