@@ -142,7 +142,7 @@ class Gateway:
                 reply = await exchange.run(parsed, headers, send, receive)
             finally:
                 self._live.discard(exchange)
-            status, model = reply.status, reply.model or "-"
+            status, model = reply.status, _loggable(reply.model) or "-"
             if reply.message is not None:
                 u = reply.message.usage
                 extra = (
@@ -338,6 +338,12 @@ class _Progress:
                 await self({"type": "http.response.body", "body": b"", "more_body": False})
         except Exception:  # noqa: S110 - the client is gone: nothing to tell
             pass
+
+
+def _loggable(text: str) -> str:
+    """A client's string in the access line: escaped as JSON escapes it (ASCII only), so a
+    newline cannot forge a line and a lone surrogate cannot break a log handler."""
+    return json.dumps(text)[1:-1] if text else text
 
 
 def _auth_error(path: str, headers: dict[str, str]) -> dict[str, Any]:

@@ -518,3 +518,24 @@ def test_log_prompts_quotes_the_last_user_message_clipped(
     assert len(lines) == 1
     assert f' prompt="{"x" * 200}"' in lines[0]
     assert "x" * 201 not in lines[0]
+
+
+def test_a_model_name_cannot_forge_an_access_line(
+    caplog: pytest.LogCaptureFixture, vendor_key: str
+) -> None:
+    """The model name is the client's: a newline in it is written escaped, as is a lone
+    surrogate (which would break a log handler that writes UTF-8)."""
+    up = ChatUpstream()
+    try:
+        caplog.set_level(logging.INFO, logger="stream_core.gateway.access")
+        with gateway_in_thread(create_app(config_for(up.url))) as base:
+            path, headers = ANTHROPIC
+            body = request("anthropic-messages") | {"model": "m\nPOST /v1/x 200 key=admin\ud800"}
+            sent = json.dumps(body).encode()  # the surrogate as its JSON escape
+            httpx.post(base + path, content=sent, headers=headers)
+        lines = [r.getMessage() for r in caplog.records if r.name == "stream_core.gateway.access"]
+    finally:
+        up.close()
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert "model=m\\nPOST /v1/x 200 key=admin\\ud800 " in lines[0]
+    lines[0].encode("utf-8")
