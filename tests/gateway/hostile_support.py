@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
+from ops_upstreams import LoopbackServer
 
 from stream_core import Usage
 from stream_core.gateway import GatewayConfig, Upstream, create_app
@@ -142,7 +143,7 @@ def _read_request(conn: socket.socket) -> tuple[str, bytes]:
     return lines[0].split(" ")[1], body
 
 
-class RawUpstream:
+class RawUpstream(LoopbackServer):
     """A vendor on loopback writing exactly what `script` says (set it per test)."""
 
     def __init__(self) -> None:
@@ -150,20 +151,7 @@ class RawUpstream:
         self.paths: list[str] = []
         self._sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        self._sock.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        self._start()
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(GUARD)
@@ -196,11 +184,6 @@ class RawUpstream:
             if reset:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._sock.close()
 
 
 class _Lines(logging.Handler):

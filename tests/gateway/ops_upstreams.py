@@ -88,7 +88,38 @@ class Served:
     """Set when the whole answer was written."""
 
 
-class ChatUpstream:
+class LoopbackServer:
+    """A thread accepting connections on `_sock` (loopback), each served by `_serve` on a
+    thread of its own; `close` ends it. A subclass opens `_sock`, then calls `_start`."""
+
+    _sock: socket.socket
+
+    def _start(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        self._sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+
+class ChatUpstream(LoopbackServer):
     """A Chat Completions vendor on loopback: each request is answered with `events`
     chunks of `size` characters of text, `interval` seconds apart, then the end with
     `prompt_tokens` of input used. `requests` holds what it saw."""
@@ -104,20 +135,7 @@ class ChatUpstream:
         self._sock = socket.create_server(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        self._sock.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        self._start()
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(None)
@@ -164,11 +182,6 @@ class ChatUpstream:
                     pass
                 served.closed.wait(5)
             conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._sock.close()
 
 
 class JsonUpstream:
