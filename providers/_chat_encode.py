@@ -66,6 +66,7 @@ ERRORS: dict[str, tuple[int, str, str | None]] = {
     "network": (502, "network", None),
     "overloaded": (503, "service_unavailable", None),
     "timeout": (504, "timeout_error", None),
+    "expired": (500, "batch_expired", "batch_expired"),
 }
 """Error kind -> (HTTP status, `error.type`, `error.code`) as an OpenAI server answers.
 Over HTTP the status and type read back (`error_from_status`) as the kind, but `budget`

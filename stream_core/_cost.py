@@ -28,7 +28,7 @@ from ._types import Cost, Usage
 if TYPE_CHECKING:
     from ._options import StreamOptions
 
-__all__ = ["CostContext", "compute_cost", "cost_context", "long_cache_honored"]
+__all__ = ["BATCH_PRICE", "CostContext", "compute_cost", "cost_context", "long_cache_honored"]
 
 logger = logging.getLogger("stream_core")
 
@@ -60,6 +60,8 @@ class CostContext:
     """Lifetime of the cache entries the request wrote (1h writes cost more)."""
     service_tier: str | None = None
     """OpenAI's `service_tier` ("flex", "priority", ...); None is the standard price."""
+    batch: bool = False
+    """Sent through the vendor's batch API: tokens at its batch price (`BATCH_PRICE`)."""
 
 
 _DEFAULT = CostContext()
@@ -481,9 +483,39 @@ def compute_cost(
         return None
     if cost is None or not math.isfinite(cost.total):
         return None
+    if context is not None and context.batch:
+        cost = _at_batch_price(model, cost)
     if usage.server_tools:
         return _with_server_tools(model, usage.server_tools, cost)
     return cost
+
+
+BATCH_PRICE: dict[str, float] = {
+    "anthropic": 0.5,
+    "openai": 0.5,
+    "google": 0.5,
+    "google-vertex": 0.5,
+    "mistral": 0.5,
+    "amazon-bedrock": 0.5,
+}
+"""A batch's token price as a share of the standard one, by provider, from the vendors'
+price pages: Anthropic Message Batches, OpenAI Batch, Gemini batch mode, Vertex AI batch
+prediction, Mistral batch and Bedrock batch inference each bill half (cache reads and
+writes included, Anthropic's cache multipliers stacking on it). Vendor-run tool calls are
+billed at their own price. A provider missing here is priced at 1.0 (no discount known)."""
+
+
+def _at_batch_price(model: Model, cost: Cost) -> Cost:
+    share = BATCH_PRICE.get(model.provider, 1.0)
+    if share == 1.0:
+        return cost
+    return Cost(
+        input=cost.input * share,
+        output=cost.output * share,
+        cache_read=cost.cache_read * share,
+        cache_write=cost.cache_write * share,
+        total=(cost.input + cost.output + cost.cache_read + cost.cache_write) * share,
+    )
 
 
 SERVER_TOOL_PRICES: dict[str, dict[str, float]] = {

@@ -127,13 +127,15 @@ ErrorKind = Literal[
     "protocol",
     "invalid_output",
     "budget",
+    "expired",
 ]
 """What went wrong, as `StreamError.kind`: the same word for the same failure on every
 vendor (`rate_limit`, `context_overflow`, `timeout`, ...), so a harness decides on it, not on
 the vendor's text. `aborted` is the caller's own cancel; `protocol` a stream that broke its
 format; `invalid_output` a structured answer that did not parse or match its schema;
 `budget` a call that a spend budget (`configure_limits`) could not fit, ended before
-anything was sent."""
+anything was sent; `expired` a batch request the vendor did not run within the batch's
+window (`stream_core.batch`: it can be submitted again)."""
 
 
 class StreamError(_Model):

@@ -196,6 +196,7 @@ _CLIENT_FOUND: dict[ErrorKind, ErrorKind] = {
     "aborted": "server",
     "protocol": "server",
     "invalid_output": "server",
+    "expired": "server",
 }
 """Kinds only a client finds (a dropped connection, a cancel, a broken stream, an answer
 failing its schema): over HTTP each is said as the server error its status is."""

@@ -16,15 +16,17 @@ from typing import Any
 
 import anyio
 
-from .._cost import compute_cost
+from .._cost import CostContext, compute_cost
 from .._errors import first_time, quote, redact
 from .._events import MessageEnd, MessageStart
+from .._models import Model
+from .._options import StreamOptions
 from .._output import read_output
 from .._transport import drain_later
 from .._types import AssistantMessage, ServerToolCall, ServerToolResult, StreamError
 from .state import _DONE, _START, CallState
 
-__all__ = ["Finishing"]
+__all__ = ["Finishing", "clamp_usage"]
 
 logger = logging.getLogger("stream_core")
 
@@ -202,59 +204,16 @@ class Finishing(CallState):
         )
 
     def _clamp_usage(self) -> None:
-        """Hold the usage to what the request could produce, before a budget or a limit is
-        charged with it: output to the output limit sent (`max_tokens`, else the model's;
-        with thinking, at least the 2,048 a thinking call may be raised to) and the prompt
-        (input, cache reads and writes) to the context window, or the request's size in
-        bytes if larger (no token is shorter than a byte); when the request asks for a
-        vendor-run tool (web search, code execution), or the answer shows the vendor ran one
-        (a server tool block, a server-tool count), for each of `_SERVER_ROUNDS` rounds:
-        such a tool samples again within one answer, re-reading the prompt, and the vendor
-        sums the rounds' input. The vendor's
-        own counts are kept on `usage.clamped`; one answer claiming 10**20 tokens cannot
-        spend a budget."""
-        u, model, opts = self.message.usage, self._model, self._options
-        out_cap = opts.max_tokens or model.max_tokens
-        prompt_cap = model.context_window
-        if not isinstance(out_cap, int) or not isinstance(prompt_cap, int):
-            return  # a model changed without validation: nothing to bound by
-        if opts.thinking_budget() is not None:
-            out_cap = max(out_cap, _THINKING_OUTPUT)
         request = self._request
+        size: int | None = None
         if request is not None:
             try:
-                prompt_cap = max(prompt_cap, len(request.content))
+                size = len(request.content)
             except Exception:  # noqa: BLE001 - a streamed body has no length: the window
-                pass
-        if self._server_tools or _ran_server_tools(self.message):
-            prompt_cap *= _SERVER_ROUNDS
-        clamped: dict[str, int] = {}
-        if out_cap > 0 and u.output > out_cap:
-            clamped["output"] = u.output
-            u.output = out_cap
-            u.reasoning = min(u.reasoning, out_cap)
-        if prompt_cap > 0 and u.input + u.cache_read + u.cache_write > prompt_cap:
-            left = prompt_cap
-            # The dearest first, so a clamp never prices the prompt below the bound's cost.
-            for name in ("cache_write", "input", "cache_read"):
-                value = getattr(u, name)
-                if value > left:
-                    clamped[name] = value
-                    setattr(u, name, left)
-                left -= min(value, left)
-        if not clamped:
-            return
-        u.clamped = clamped
-        u.total_tokens = u.input + u.output + u.cache_read + u.cache_write
-        u.cost = compute_cost(model, u, self._pricing)
-        if first_time(_warned_clamps, model.provider, model.id):
-            logger.warning(
-                "%s/%s reported usage beyond what the request could produce (%s); clamped "
-                "to the request's bounds (usage.clamped keeps the vendor's counts)",
-                quote(model.provider),
-                quote(model.id),
-                ", ".join(f"{k}={_count_text(v)}" for k, v in clamped.items()),
-            )
+                size = None
+        clamp_usage(
+            self.message, self._model, self._options, self._pricing, size, self._server_tools
+        )
 
     def _record_timing(self) -> None:
         m, started, first = self.message, self._started, self._asm.first_update
@@ -265,6 +224,65 @@ class Finishing(CallState):
         span, self._span = self._span, None
         if span is not None:
             span.end(m, first)
+
+
+def clamp_usage(
+    message: AssistantMessage,
+    model: Model,
+    opts: StreamOptions,
+    pricing: CostContext | None,
+    request_size: int | None,
+    server_tools: bool,
+) -> None:
+    """Hold the usage to what the request could produce, before a budget or a limit is
+    charged with it: output to the output limit sent (`max_tokens`, else the model's;
+    with thinking, at least the 2,048 a thinking call may be raised to) and the prompt
+    (input, cache reads and writes) to the context window, or the request's size in
+    bytes if larger (no token is shorter than a byte); when the request asks for a
+    vendor-run tool (web search, code execution), or the answer shows the vendor ran one
+    (a server tool block, a server-tool count), for each of `_SERVER_ROUNDS` rounds:
+    such a tool samples again within one answer, re-reading the prompt, and the vendor
+    sums the rounds' input. The vendor's own counts are kept on `usage.clamped`; one
+    answer claiming 10**20 tokens cannot spend a budget. A stream's end and a batch's
+    result (`whole`) both call it."""
+    u = message.usage
+    out_cap = opts.max_tokens or model.max_tokens
+    prompt_cap = model.context_window
+    if not isinstance(out_cap, int) or not isinstance(prompt_cap, int):
+        return  # a model changed without validation: nothing to bound by
+    if opts.thinking_budget() is not None:
+        out_cap = max(out_cap, _THINKING_OUTPUT)
+    if request_size is not None:
+        prompt_cap = max(prompt_cap, request_size)
+    if server_tools or _ran_server_tools(message):
+        prompt_cap *= _SERVER_ROUNDS
+    clamped: dict[str, int] = {}
+    if out_cap > 0 and u.output > out_cap:
+        clamped["output"] = u.output
+        u.output = out_cap
+        u.reasoning = min(u.reasoning, out_cap)
+    if prompt_cap > 0 and u.input + u.cache_read + u.cache_write > prompt_cap:
+        left = prompt_cap
+        # The dearest first, so a clamp never prices the prompt below the bound's cost.
+        for name in ("cache_write", "input", "cache_read"):
+            value = getattr(u, name)
+            if value > left:
+                clamped[name] = value
+                setattr(u, name, left)
+            left -= min(value, left)
+    if not clamped:
+        return
+    u.clamped = clamped
+    u.total_tokens = u.input + u.output + u.cache_read + u.cache_write
+    u.cost = compute_cost(model, u, pricing)
+    if first_time(_warned_clamps, model.provider, model.id):
+        logger.warning(
+            "%s/%s reported usage beyond what the request could produce (%s); clamped "
+            "to the request's bounds (usage.clamped keeps the vendor's counts)",
+            quote(model.provider),
+            quote(model.id),
+            ", ".join(f"{k}={_count_text(v)}" for k, v in clamped.items()),
+        )
 
 
 def _ran_server_tools(message: AssistantMessage) -> bool:

@@ -37,9 +37,12 @@ __all__ = [
 ]
 
 _ALL_KINDS: frozenset[ErrorKind] = frozenset(typing.get_args(ErrorKind))
-_CLIENT: frozenset[ErrorKind] = frozenset({"network", "aborted", "invalid_output", "budget"})
+_CLIENT: frozenset[ErrorKind] = frozenset(
+    {"network", "aborted", "invalid_output", "budget", "expired"}
+)
 """Kinds the client finds (a dropped connection, the caller's cancel, an answer that fails
-its schema, a spent budget): no vendor sends them in Anthropic, Gemini, Bedrock or Ollama."""
+its schema, a spent budget, a batch request its window ran out on): no vendor sends them in
+an Anthropic, Gemini, Bedrock or Ollama stream."""
 
 UNEXPRESSED: dict[str, frozenset[ErrorKind]] = {
     "anthropic-messages": _CLIENT | {"content_filter", "protocol"},

@@ -27,6 +27,7 @@ from urllib.parse import unquote
 
 from .._checks import SECRET_HEADERS, clip
 from .._types import AssistantMessage
+from ._batch_serve import BatchBackend, dispatch
 from ._faux import FauxTurn
 from ._replay import chunked, load_recording
 from ._scenarios import (
@@ -167,8 +168,13 @@ class FakeVendor(ThreadingHTTPServer):
         read_timeout: float = READ_TIMEOUT,
         max_connections: int = MAX_CONNECTIONS,
         allow_hosts: Sequence[str] = (),
+        batch_delay: float = 0.0,
+        batch_expiry: float | None = None,
     ) -> None:
         self.read_timeout = read_timeout
+        self.batches = BatchBackend(self, delay=batch_delay, expiry=batch_expiry)
+        """Batch and file endpoints' state (`_batch_serve`): batches end `batch_delay`
+        seconds after they are created; with `batch_expiry` shorter, they expire."""
         self.hosts = HostRule(allow_hosts, address[0])
         self.bodies = BodyBudget(MAX_BODIES_IN_FLIGHT)
         self.max_connections = max_connections
@@ -352,6 +358,8 @@ def fake_vendor(
     request_log: TextIO | None = None,
     read_timeout: float = READ_TIMEOUT,
     allow_hosts: Sequence[str] = (),
+    batch_delay: float = 0.0,
+    batch_expiry: float | None = None,
 ) -> FakeVendor:
     """A fake vendor serving from a daemon thread; `with` it (or call `stop()`) to end it.
 
@@ -364,12 +372,16 @@ def fake_vendor(
     over `MAX_REQUEST_BODY`, or with a bad `content-length`, is refused unread (413, 400).
     A `Host` or `Origin` that is not loopback gets a 421 or 403, unless `allow_hosts`
     names its host (`"*"`: any; for a server other machines or containers reach).
+    Each vendor's batch and file endpoints are answered too (`server.batches`): a batch
+    ends `batch_delay` seconds after it is created, its requests answered from the
+    scenarios in turn; with `batch_expiry` shorter than that, they expire.
     """
     if root is None and not scenarios:
         raise ValueError("fake_vendor needs a folder of recordings or scenarios")
     server = FakeVendor(
         root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay, log=log,
         request_log=request_log, read_timeout=read_timeout, allow_hosts=allow_hosts,
+        batch_delay=batch_delay, batch_expiry=batch_expiry,
     )  # fmt: skip
     server.start()
     return server
@@ -400,6 +412,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if not self._refused():
             self._answer(b"")
+
+    def do_DELETE(self) -> None:
+        self.do_GET()
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_PUT(self) -> None:
+        self.do_POST()
 
     def do_POST(self) -> None:
         if self._refused():
@@ -441,6 +462,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(status, data.encode())
 
     def _answer(self, raw: bytes) -> None:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        batch = dispatch(self.server.batches, self.command, self.path, headers, raw)
+        if batch is not None:
+            self.server.note(f"{self.command} {self.path[:200]} -> {batch.status} (batch)")
+            self.send_response(batch.status)
+            for key, value in batch.headers.items():
+                self.send_header(key, value)
+            self.send_header("content-type", batch.media_type)
+            self.send_header("content-length", str(len(batch.body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(batch.body)
+            return
         path = unquote(self.path.split("?", 1)[0])
         model = model_in(raw) if raw else ""
         if not model:
