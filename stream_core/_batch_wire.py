@@ -140,6 +140,10 @@ class BatchSettings:
     control_url: str | None = None
     delete_files: bool = True
     """Delete the input and result files a part uploaded once it is collected."""
+    queue_wait: float = 0.0
+    """Seconds a submission may wait for the vendor's batch queue (a create refused as
+    full, a pause learned from such a refusal by any process sharing the limit store)
+    before it raises `BatchHTTPError` kind `rate_limit`."""
 
 
 @dataclass(frozen=True)
@@ -161,10 +165,16 @@ class BatchPart:
 class BatchSession(Protocol):
     """What the engine hands a codec: sending, journaling, settings."""
 
-    model: Model
-    settings: BatchSettings
-    recorded: Mapping[str, Any]
-    """What earlier steps of this part recorded (this process's or a killed one's)."""
+    @property
+    def model(self) -> Model: ...
+
+    @property
+    def settings(self) -> BatchSettings: ...
+
+    @property
+    def recorded(self) -> Mapping[str, Any]:
+        """What earlier steps of this part recorded (this process's or a killed one's)."""
+        ...
 
     async def send(
         self,

@@ -43,6 +43,11 @@ shows a plugin needs nothing private. The pieces, by job:
   `setting_in_url` (a setting that becomes part of a request URL, e.g. a
   region in a host, checked so it cannot move the request elsewhere);
 - registration: `register_provider`, `unregister_providers`, `get_provider`;
+- batches (`stream_core.batch` and the batch codecs): `BatchWire` (what a vendor's batch
+  API supplies) and its shapes (`BatchSession`, `BatchPart`, `BatchStatus`, `BatchCounts`,
+  `RawResult`, `BatchSettings`, `BatchHTTPError`), `batch_wire(model)`, `BATCH_CODECS`;
+  `plan` (the request `stream()` would send, planned), `read_whole` (a whole answer read
+  into the message a stream of it gives), `failed_answer`, `credentials`;
 - serving an API to clients (the gateway, `serve`): `Dialect` (a client-facing API both
   ways round: its request read back into a context, its events written as its bytes),
   `dialect(api)`, `DIALECTS`, `Inbound`, `DialectEncoder`, `RequestFieldError`,
@@ -72,6 +77,20 @@ list against the providers):
   messages its own way.
 """
 
+from ._batch_wire import (
+    BATCH_CODECS,
+    BatchCounts,
+    BatchHTTPError,
+    BatchPart,
+    BatchSession,
+    BatchSettings,
+    BatchState,
+    BatchStatus,
+    BatchWire,
+    Outcome,
+    RawResult,
+    batch_wire,
+)
 from ._checks import base_url_problem, setting_in_url
 from ._cost import CostContext, compute_cost, long_cache_honored
 from ._decoding.eventstream import EventStreamDecoder, EventStreamFrame
@@ -115,6 +134,7 @@ from ._kinds import kind_of
 from ._options import CONTROLS, copy_controls, refuse_forced_tool
 from ._output import OutputSpec, closed_schema
 from ._pipeline.assembler import Assembler, StopRule
+from ._pipeline.whole import Credentials, Plan, credentials, failed_answer, plan, read_whole
 from ._registry import get_provider, register_provider, unregister_providers
 from ._rules import ADAPTIVE_EFFORTS, BEDROCK_IMAGE_FORMATS, thinking_level, thinking_mode
 from ._server_tools import (
@@ -128,6 +148,24 @@ from ._wire import Translator, WireAPI, WireRequest, output_spec, parse_json
 
 __all__ = [
     "ADAPTIVE_EFFORTS",
+    "BATCH_CODECS",
+    "BatchCounts",
+    "BatchHTTPError",
+    "BatchPart",
+    "BatchSession",
+    "BatchSettings",
+    "BatchState",
+    "BatchStatus",
+    "BatchWire",
+    "Credentials",
+    "Outcome",
+    "Plan",
+    "RawResult",
+    "batch_wire",
+    "credentials",
+    "failed_answer",
+    "plan",
+    "read_whole",
     "ANY",
     "BEDROCK_IMAGE_FORMATS",
     "CARRIER_PREFIX",

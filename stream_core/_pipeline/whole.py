@@ -31,7 +31,7 @@ from .checks import check_call
 from .finish import clamp_usage
 from .request import _endpoint, asks_server_tools
 
-__all__ = ["Plan", "failed_answer", "plan", "read_whole"]
+__all__ = ["Credentials", "Plan", "credentials", "failed_answer", "plan", "read_whole"]
 
 
 @dataclass(frozen=True)
@@ -150,3 +150,43 @@ def failed_answer(p: Plan, kind: ErrorKind, text: str) -> AssistantMessage:
     no content, `stop_reason="error"` and the error's kind and text."""
     asm = _assembler(p)
     return asm.finalize(StreamError(kind=kind, message=text[:2000]), read_output=False)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How a call's requests authenticate, outside a stream (a batch's endpoints): the
+    headers to send, the API key (for a signing API), every secret to redact, and why
+    there are none, when the environment lacks them."""
+
+    headers: dict[str, str]
+    api_key: str | None
+    secrets: tuple[str, ...]
+    missing: str | None = None
+
+
+async def credentials(wire: WireAPI, model: Model, options: StreamOptions) -> Credentials:
+    """The credentials `stream()` would send `model`'s requests with: the key (options,
+    then the environment) in the API's header, else its bearer token (Vertex AI), the
+    model's and the call's headers."""
+    from .._errors import secrets_in
+    from .request import api_key_from_env
+
+    api_key = options.api_key
+    env = wire.api_key_env(model)
+    if api_key is None and env:
+        api_key = api_key_from_env(env)
+    headers: dict[str, str] = {}
+    if api_key:
+        headers.update(wire.auth_headers(model, api_key))
+    elif wire.bearer_token is not None and wire.sign is None:
+        token = await wire.bearer_token(model)
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+    headers.update(model.headers)
+    headers.update(options.headers)
+    secrets = secrets_in(headers, api_key)
+    missing = None
+    if not secrets and wire.sign is None and wire.key_required(model):
+        where = f"set {env} or pass" if env else "pass"
+        missing = f"no API key for {model.provider}: {where} StreamOptions(api_key=...)"
+    return Credentials(headers, api_key, secrets, missing)

@@ -1,0 +1,161 @@
+"""A job on disk: what was asked, what each step made, and every result as it arrived.
+
+One directory per job under the store (`<store>/<name>/`, mode 0700, files 0600):
+
+- `journal.jsonl`: append-only records, each written and fsync'ed before the step it
+  precedes goes on: the job; each part (before the vendor is asked for it, with its tag,
+  its model and its budget hold); each step a codec records (a file uploaded, an object
+  put); the vendor's batch id once it accepted the part; collection, settlement, cleanup.
+- `requests.jsonl`: each request's custom id, vendor-side id, part, and what reading its
+  answer needs (the options that bound and price it; never a key).
+- `part-<n>.jsonl`: the exact lines of part n, written before anything is uploaded.
+- `results.jsonl`: one line per result, appended and flushed as each arrives; its ids are
+  the job's done-set, so a collection that is killed and run again writes each once.
+
+Readers tolerate a last line cut by a kill. A lock file serializes the processes that
+submit or collect one job (`fcntl.flock`), so four workers may run the same script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Journal", "check_name", "read_lines"]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(
+            f"name: {name!r} is not a job name (1-100 characters of letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit)"
+        )
+    return name
+
+
+def read_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Each JSON object line of `path`; a line that does not parse (the last one, cut by a
+    kill) is skipped, as is anything that is not an object."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _append(path: Path, line: bytes, *, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        _write_all(fd, line)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Journal:
+    """One job's directory (see the module docstring)."""
+
+    def __init__(self, store: str | os.PathLike[str], name: str) -> None:
+        self.name = check_name(name)
+        self.root = Path(store)
+        self.dir = self.root / name
+
+    @property
+    def exists(self) -> bool:
+        return (self.dir / "journal.jsonl").is_file()
+
+    def create_dir(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.dir.mkdir(exist_ok=True, mode=0o700)
+        os.chmod(self.dir, 0o700)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the job's lock (other processes working on this job wait)."""
+        import fcntl
+
+        self.create_dir()
+        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # --- the journal -----------------------------------------------------------------------
+
+    def record(self, event: str, **fields: Any) -> None:
+        """Append one record and fsync it: on disk before the caller goes on."""
+        entry = {"event": event, "at": time.time(), **fields}
+        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+        _append(self.dir / "journal.jsonl", line.encode(), sync=True)
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(read_lines(self.dir / "journal.jsonl"))
+
+    # --- requests and parts ---------------------------------------------------------------
+
+    def write_requests(self, rows: list[dict[str, Any]]) -> None:
+        text = "".join(
+            json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows
+        )
+        self._write_whole("requests.jsonl", text.encode())
+
+    def requests(self) -> list[dict[str, Any]]:
+        return list(read_lines(self.dir / "requests.jsonl"))
+
+    def write_part(self, n: int, data: bytes) -> None:
+        self._write_whole(f"part-{n}.jsonl", data)
+
+    def part_bytes(self, n: int) -> bytes:
+        return (self.dir / f"part-{n}.jsonl").read_bytes()
+
+    def _write_whole(self, name: str, data: bytes) -> None:
+        """Written under a temporary name, fsync'ed and renamed: whole or absent."""
+        tmp = self.dir / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.dir / name)
+
+    # --- results ---------------------------------------------------------------------------
+
+    def done(self) -> set[str]:
+        """The custom ids with a result on disk."""
+        return {
+            r["id"] for r in read_lines(self.dir / "results.jsonl") if isinstance(r.get("id"), str)
+        }
+
+    def write_result(self, row: dict[str, Any], *, sync: bool) -> None:
+        line = json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
+        _append(self.dir / "results.jsonl", line.encode(), sync=sync)
+
+    def results(self) -> Iterator[dict[str, Any]]:
+        return read_lines(self.dir / "results.jsonl")

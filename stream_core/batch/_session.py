@@ -1,0 +1,186 @@
+"""The `BatchSession` a codec is handed: every HTTP exchange of a batch, and its journal.
+
+Credentials are the ones `stream()` would send (`credentials`): the API key header, the
+bearer token, or the request signed in place (AWS SigV4, exact body bytes included). A
+status outside what the codec expects raises `BatchHTTPError` with the kind the status
+and the vendor's words say, never a secret. Reads (GET, HEAD) and deletes are retried on
+a network error, a 429 or a 5xx, a few times with a short backoff; a create (POST) is never
+sent twice blindly: after a lost answer the engine asks the vendor what exists (`find`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import httpx
+
+from stream_core import Model, StreamOptions
+from stream_core.provider import (
+    BatchHTTPError,
+    BatchSettings,
+    WireAPI,
+    credentials,
+    error_from_status,
+    vendor_error_fields,
+)
+
+from ._journal import Journal
+
+__all__ = ["HttpSession"]
+
+logger = logging.getLogger("stream_core")
+
+_READS = frozenset({"GET", "HEAD", "DELETE"})
+_TRIES = 4
+_BACKOFF = 0.25
+
+
+def _redact(text: str, secrets: tuple[str, ...]) -> str:
+    for s in secrets:
+        if s:
+            text = text.replace(s, "[redacted]")
+    return text
+
+
+class HttpSession:
+    """One part's session (see the module docstring)."""
+
+    def __init__(
+        self,
+        wire: WireAPI,
+        model: Model,
+        options: StreamOptions,
+        settings: BatchSettings,
+        journal: Journal | None,
+        part: int | None,
+        recorded: Mapping[str, Any] | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.wire = wire
+        self.model = model
+        self.options = options
+        self.settings = settings
+        self._journal = journal
+        self._part = part
+        self._recorded: dict[str, Any] = dict(recorded or {})
+        self._client = client
+        self._headers: dict[str, str] | None = None
+        self._api_key: str | None = None
+        self._secrets: tuple[str, ...] = ()
+
+    @property
+    def recorded(self) -> Mapping[str, Any]:
+        return self._recorded
+
+    def record(self, **fields: Any) -> None:
+        self._recorded.update(fields)
+        if self._journal is not None:
+            self._journal.record("step", part=self._part, **fields)
+
+    def url(self, path: str) -> str:
+        return self.model.base_url.rstrip("/") + "/" + path.lstrip("/")
+
+    async def _auth(self) -> dict[str, str]:
+        if self._headers is None:
+            found = await credentials(self.wire, self.model, self.options)
+            if found.missing is not None:
+                raise BatchHTTPError("auth", None, found.missing)
+            self._headers, self._api_key, self._secrets = (
+                found.headers,
+                found.api_key,
+                found.secrets,
+            )
+        return self._headers
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = self.options.client or httpx.AsyncClient(
+                timeout=httpx.Timeout(60.0, connect=self.options.connect_timeout)
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and self._client is not self.options.client:
+            await self._client.aclose()
+        self._client = None
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        content: bytes | None = None,
+        files: Mapping[str, Any] | None = None,
+        data: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        signer: Callable[[httpx.Request], tuple[str, ...]] | None = None,
+        ok: tuple[int, ...] = (200,),
+    ) -> httpx.Response:
+        auth = {} if signer is not None else await self._auth()
+        tries = _TRIES if method.upper() in _READS or signer is not None and method == "PUT" else 1
+        for attempt in range(tries):
+            request = self.client().build_request(
+                method, url, json=json, content=content, files=files, data=data,
+                headers={**auth, **(headers or {})}, params=params,
+            )  # fmt: skip
+            secrets = self._secrets
+            if signer is not None:
+                secrets += signer(request)
+            elif self.wire.sign is not None:
+                secrets += self.wire.sign(request, self.model, self.options, self._api_key)
+            try:
+                response = await self.client().send(request)
+                await response.aread()
+            except httpx.HTTPError as exc:
+                if attempt + 1 < tries:
+                    await anyio.sleep(_BACKOFF * 2**attempt)
+                    continue
+                text = _redact(f"{type(exc).__name__}: {exc}", secrets)
+                raise BatchHTTPError("network", None, f"{method} {_where(url)}: {text}") from None
+            if response.status_code in ok:
+                return response
+            retryable = response.status_code == 429 or response.status_code >= 500
+            if retryable and attempt + 1 < tries:
+                await anyio.sleep(_BACKOFF * 2**attempt)
+                continue
+            raise _http_error(method, url, response, secrets)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _where(url: str) -> str:
+    return httpx.URL(url).copy_with(query=None).path[:200]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < 10**7 else None
+
+
+def _http_error(
+    method: str, url: str, response: httpx.Response, secrets: tuple[str, ...]
+) -> BatchHTTPError:
+    text = response.text[:2000]
+    vendor_type: str | None = None
+    words = text
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        found_type, found_words = vendor_error_fields(body)
+        vendor_type = found_type
+        words = found_words or text
+    status = response.status_code
+    retry = _retry_after(response)
+    error = error_from_status(status, words, vendor_type=vendor_type, retry_after=retry)
+    message = _redact(f"{method} {_where(url)}: {status} {words}"[:1000], secrets)
+    return BatchHTTPError(error.kind or "server", status, message, retry)

@@ -1,0 +1,268 @@
+"""Starting, reopening and recovering jobs (the door's functions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stream_core import Model, StreamOptions
+from stream_core.provider import BatchHTTPError, BatchSettings, BatchStatus, batch_wire
+
+from ._job import BatchJob, _locked
+from ._journal import Journal, check_name, read_lines
+from ._plans import PartPlan, make_parts, wire_of
+from ._session import HttpSession
+from ._state import JobState
+from ._types import BatchRequest, JobProgress
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["list_jobs", "open_job", "recover", "resubmit", "submit", "vendor_batches"]
+
+_HOLD_SECONDS = 3 * 24 * 3600.0
+"""A batch's budget hold lasts past the longest vendor window (Bedrock's 72 h job
+timeout) unless settled; a hold never settled is given back then."""
+
+
+async def submit(
+    requests: Iterable[BatchRequest],
+    *,
+    store: str | os.PathLike[str],
+    name: str | None = None,
+    settings: BatchSettings | None = None,
+) -> BatchJob:
+    """Submit `requests` as one job kept under `store` (a directory), and return it once
+    every part is accepted by its vendor.
+
+    Each request is planned as `stream()` would send it and refused here as `stream()`
+    would refuse it (the custom id and field named). Naming the job makes this idempotent:
+    run the same script again after a crash and the job `name` already under `store` is
+    resumed (parts already accepted are not submitted again; parts a killed process may
+    have created are found first), never duplicated."""
+    settings = settings or BatchSettings()
+    reqs = list(requests)
+    if not reqs:
+        raise ValueError("requests: a batch needs at least one request")
+    job_name = check_name(name) if name is not None else f"batch-{secrets.token_hex(5)}"
+    journal = Journal(store, job_name)
+    async with _locked(journal):
+        if journal.exists:
+            state = JobState.load(journal)
+            _, plans, _ = make_parts(reqs, state.nonce)
+            have = {cid for p in state.parts.values() for _, cid in p.ids}
+            if set(plans) != have:
+                extra = sorted(set(plans) - have)[:3]
+                missing = sorted(have - set(plans))[:3]
+                raise ValueError(
+                    f"name: job {job_name!r} already exists under {str(store)!r} with other "
+                    f"requests (new here: {extra}, missing here: {missing}); choose another name"
+                )
+            job = BatchJob(journal, settings, plans=plans)
+        else:
+            nonce = secrets.token_hex(5)
+            parts, plans, rows = make_parts(reqs, nonce)
+            journal.create_dir()
+            journal.write_requests(rows)
+            for part in parts:
+                journal.write_part(part.n, _jsonl(part))
+            journal.record("job", name=job_name, nonce=nonce, total=len(reqs), parts=len(parts))
+            for part in parts:
+                hold = await _hold(job_name, part)
+                journal.record(
+                    "part", part=part.n, tag=part.tag, model=part.model.model_dump(mode="json"),
+                    headers=part.headers, endpoint=part.endpoint, count=len(part.ids),
+                    worst=part.worst_usd, hold=hold, budgets=_budgets(part) if hold else [],
+                )  # fmt: skip
+            job = BatchJob(journal, settings, plans=plans)
+    await job._submit_all()
+    return job
+
+
+def _jsonl(part: PartPlan) -> bytes:
+    return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in part.lines).encode()
+
+
+def _budgets(part: PartPlan) -> list[str | None]:
+    from stream_core._limits import limiter
+
+    names: list[str | None] = []
+    if limiter.config.enabled and limiter.config.budget_usd is not None:
+        names.append(None)
+    if part.options.budget is not None:
+        names.append(part.options.budget)
+    return names
+
+
+async def _hold(job: str, part: PartPlan) -> str | None:
+    """Reserve the part's worst case against the budgets it draws on; None when none."""
+    from stream_core._limits import limiter
+
+    names = _budgets(part)
+    if not names:
+        return None
+    rid = f"batch|{job}|{part.tag}|{part.worst_usd!r}"
+    short = await limiter.hold_budget([(n, part.worst_usd, rid, _HOLD_SECONDS) for n in names])
+    if short is not None:
+        name, left = short[0], short[1]
+        said = "the budget" if name in (None, limiter.GLOBAL_BUDGET) else f"budget {name!r}"
+        left_text = "unknown (its store cannot be reached)" if left is None else f"${left:.4f}"
+        raise BatchHTTPError(
+            "budget", None,
+            f"part {part.n} ({part.model.provider}/{part.model.id}, {len(part.ids)} requests) "
+            f"may cost up to ${part.worst_usd:.4f} at the batch price; {said} has {left_text} "
+            "left; nothing was submitted",
+        )  # fmt: skip
+    return rid
+
+
+def open_job(
+    store: str | os.PathLike[str],
+    name: str,
+    *,
+    settings: BatchSettings | None = None,
+    options: StreamOptions | None = None,
+) -> BatchJob:
+    """A job under `store` by name (another process's, or one killed), to poll, collect or
+    cancel. `options` supplies credentials where the environment does not."""
+    journal = Journal(store, name)
+    if not journal.exists:
+        raise FileNotFoundError(f"no batch job {name!r} under {str(store)!r}")
+    return BatchJob(journal, settings or BatchSettings(), options=options)
+
+
+def list_jobs(store: str | os.PathLike[str]) -> list[tuple[str, JobProgress]]:
+    """Each job under `store` and what its journal says (no vendor is asked)."""
+    root = Path(store)
+    found: list[tuple[str, JobProgress]] = []
+    if not root.is_dir():
+        return found
+    for entry in sorted(root.iterdir()):
+        journal = Journal(root, entry.name) if _named(entry.name) else None
+        if journal is None or not journal.exists:
+            continue
+        state = JobState.load(journal)
+        rows = {r.get("id"): r for r in read_lines(journal.dir / "results.jsonl")}
+        parts = [p for p in state.parts.values() if not p.abandoned]
+        if parts and all(p.collected for p in parts):
+            word = "collected"
+        elif any(p.batch_id is None for p in parts):
+            word = "submitting"
+        else:
+            word = "running"
+        outcomes = [r.get("outcome") for r in rows.values()]
+        found.append(
+            (
+                entry.name,
+                JobProgress(
+                    state=word,
+                    total=state.total,
+                    succeeded=outcomes.count("succeeded"),
+                    errored=outcomes.count("errored"),
+                    expired=outcomes.count("expired"),
+                    cancelled=outcomes.count("cancelled"),
+                    collected=len(rows),
+                ),
+            )
+        )
+    return found
+
+
+def _named(name: str) -> bool:
+    try:
+        check_name(name)
+    except ValueError:
+        return False
+    return True
+
+
+async def recover(
+    store: str | os.PathLike[str],
+    *,
+    settings: BatchSettings | None = None,
+    options: StreamOptions | None = None,
+) -> list[BatchJob]:
+    """Every job under `store` not yet collected, its interrupted submissions finished
+    (found at the vendor, or submitted): what a restarted process calls first."""
+    jobs: list[BatchJob] = []
+    for name, progress in list_jobs(store):
+        if progress.state == "collected":
+            continue
+        job = open_job(store, name, settings=settings, options=options)
+        await job._submit_all()
+        jobs.append(job)
+    return jobs
+
+
+async def vendor_batches(
+    model: Model,
+    *,
+    options: StreamOptions | None = None,
+    settings: BatchSettings | None = None,
+    limit: int = 100,
+) -> list[BatchStatus]:
+    """The batches the vendor of `model` lists for this key, newest first (at most
+    `limit`): a job's or anyone's."""
+    codec = batch_wire(model)
+    session = HttpSession(
+        wire_of(model), model, options or StreamOptions(), settings or BatchSettings(), None, None
+    )
+    found: list[BatchStatus] = []
+    try:
+        listing: AsyncIterator[BatchStatus] = codec.listing(session)
+        async for status in listing:
+            found.append(status)
+            if len(found) >= limit:
+                break
+    finally:
+        await session.aclose()
+    return found
+
+
+async def resubmit(job: BatchJob) -> int:
+    """`BatchJob.resubmit_expired`: new parts of the job for the expired requests, their
+    lines exactly as first sent (a vendor-side id is unique within its part), their worst
+    case held again (the part's, in proportion)."""
+    journal = job._journal
+    async with _locked(journal):
+        state = JobState.load(journal)
+        latest = job._latest()
+        count = 0
+        n = max(state.parts) + 1 if state.parts else 0
+        for part in sorted(state.parts.values(), key=lambda p: p.n):
+            if not part.collected:
+                continue
+            expired = [
+                (vid, cid)
+                for vid, cid in part.ids
+                if latest.get(cid, {}).get("outcome") == "expired"
+                and latest[cid].get("part") == part.n
+            ]
+            if not expired:
+                continue
+            raw = [x for x in journal.part_bytes(part.n).splitlines() if x.strip()]
+            index = {vid: i for i, (vid, _) in enumerate(part.ids)}
+            journal.write_part(n, b"".join(raw[index[vid]] + b"\n" for vid, _ in expired))
+            share = part.worst * len(expired) / max(len(part.ids), 1)
+            plan = PartPlan(
+                n=n, codec=batch_wire(part.model), tag=f"sc{state.nonce}p{n}", model=part.model,
+                options=job._options_for(part), headers=part.headers, endpoint=part.endpoint,
+                ids=[cid for _, cid in expired], worst_usd=share,
+            )  # fmt: skip
+            hold = await _hold(state.name, plan) if part.budgets else None
+            journal.record(
+                "part", part=n, tag=plan.tag, model=part.model.model_dump(mode="json"),
+                headers=part.headers, endpoint=part.endpoint, count=len(expired), worst=share,
+                hold=hold, budgets=part.budgets if hold else [], ids=[list(x) for x in expired],
+                retry_of=part.n,
+            )  # fmt: skip
+            n += 1
+            count += len(expired)
+    if count:
+        job.state = JobState.load(journal)
+        await job._submit_all()
+    return count
