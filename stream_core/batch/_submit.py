@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +51,11 @@ async def submit(
         raise ValueError("requests: a batch needs at least one request")
     job_name = check_name(name) if name is not None else f"batch-{secrets.token_hex(5)}"
     journal = Journal(store, job_name)
+    planned = None
+    if not journal.exists:
+        # Planned before anything is written: a refused request leaves no trace.
+        nonce = secrets.token_hex(5)
+        planned = (nonce, *make_parts(reqs, nonce))
     async with _locked(journal):
         if journal.exists:
             state = JobState.load(journal)
@@ -64,20 +70,29 @@ async def submit(
                 )
             job = BatchJob(journal, settings, plans=plans)
         else:
-            nonce = secrets.token_hex(5)
-            parts, plans, rows = make_parts(reqs, nonce)
-            journal.create_dir()
+            assert planned is not None
+            nonce, parts, plans, rows = planned
             journal.write_requests(rows)
             for part in parts:
                 journal.write_part(part.n, _jsonl(part))
             journal.record("job", name=job_name, nonce=nonce, total=len(reqs), parts=len(parts))
-            for part in parts:
-                hold = await _hold(job_name, part)
-                journal.record(
-                    "part", part=part.n, tag=part.tag, model=part.model.model_dump(mode="json"),
-                    headers=part.headers, endpoint=part.endpoint, count=len(part.ids),
-                    worst=part.worst_usd, hold=hold, budgets=_budgets(part) if hold else [],
-                )  # fmt: skip
+            held: list[tuple[PartPlan, str]] = []
+            try:
+                for part in parts:
+                    hold = await _hold(job_name, part)
+                    if hold is not None:
+                        held.append((part, hold))
+                    journal.record(
+                        "part", part=part.n, tag=part.tag,
+                        model=part.model.model_dump(mode="json"), headers=part.headers,
+                        endpoint=part.endpoint, count=len(part.ids), worst=part.worst_usd,
+                        hold=hold, budgets=_budgets(part) if hold else [],
+                    )  # fmt: skip
+            except BatchHTTPError:
+                # Nothing was sent to a vendor: the holds go back and the job leaves no trace.
+                await _release(held)
+                shutil.rmtree(journal.dir, ignore_errors=True)
+                raise
             job = BatchJob(journal, settings, plans=plans)
     await job._submit_all()
     return job
@@ -85,6 +100,13 @@ async def submit(
 
 def _jsonl(part: PartPlan) -> bytes:
     return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in part.lines).encode()
+
+
+async def _release(held: list[tuple[PartPlan, str]]) -> None:
+    from stream_core._limits import limiter
+
+    for part, rid in held:
+        await limiter.settle_budget([(b, part.worst_usd, 0.0, rid) for b in _budgets(part)])
 
 
 def _budgets(part: PartPlan) -> list[str | None]:
