@@ -79,8 +79,11 @@ class BatchJob:
 
     def _session(self, part: PartState) -> HttpSession:
         options = self._options_for(part)
+        # The caller's model when this process has it (its headers may carry a credential
+        # the journal leaves out), else the journal's.
+        model = next((self._plans[c].model for _, c in part.ids if c in self._plans), part.model)
         return HttpSession(
-            wire_of(part.model), part.model, options, self.settings, self._journal, part.n,
+            wire_of(model), model, options, self.settings, self._journal, part.n,
             recorded=part.steps,
         )  # fmt: skip
 

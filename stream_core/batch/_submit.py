@@ -84,7 +84,7 @@ async def submit(
                         held.append((part, hold))
                     journal.record(
                         "part", part=part.n, tag=part.tag,
-                        model=part.model.model_dump(mode="json"), headers=part.headers,
+                        model=_safe_model(part.model), headers=_safe(part.headers),
                         endpoint=part.endpoint, count=len(part.ids), worst=part.worst_usd,
                         hold=hold, budgets=_budgets(part) if hold else [],
                     )  # fmt: skip
@@ -100,6 +100,21 @@ async def submit(
 
 def _jsonl(part: PartPlan) -> bytes:
     return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in part.lines).encode()
+
+
+def _safe(headers: dict[str, str]) -> dict[str, str]:
+    """Headers without a credential: the journal never holds one."""
+    from stream_core._checks import SECRET_HEADERS
+
+    return {k: v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
+
+
+def _safe_model(model: Model) -> dict[str, object]:
+    """The model as the journal keeps it: its credential headers left out (a reopened job
+    gets its key from the environment or `open_job(options=...)`)."""
+    dump: dict[str, object] = model.model_dump(mode="json")
+    dump["headers"] = _safe(dict(model.headers))
+    return dump
 
 
 async def _release(held: list[tuple[PartPlan, str]]) -> None:
@@ -277,7 +292,7 @@ async def resubmit(job: BatchJob) -> int:
             )  # fmt: skip
             hold = await _hold(state.name, plan) if part.budgets else None
             journal.record(
-                "part", part=n, tag=plan.tag, model=part.model.model_dump(mode="json"),
+                "part", part=n, tag=plan.tag, model=_safe_model(part.model),
                 headers=part.headers, endpoint=part.endpoint, count=len(expired), worst=share,
                 hold=hold, budgets=part.budgets if hold else [], ids=[list(x) for x in expired],
                 retry_of=part.n,
