@@ -75,6 +75,10 @@ list against the providers):
   API (the codec modules supply a `Dialect`; none of them looks another up).
 - `is_same_model`, `sanitize_surrogates`: history preparation for a provider converting
   messages its own way.
+- `BATCH_CODECS`, `batch_wire`, `plan`, `Plan`, `read_whole`, `failed_answer`,
+  `credentials`, `Credentials`, `BatchState`, `BatchCounts`, `BatchHTTPError`, `Outcome`:
+  what `stream_core.batch` reads to run a vendor's batch codec (the codecs supply
+  `BatchWire`; none of them looks another up), and a plugin's batch codec may use.
 """
 
 from ._batch_wire import (
