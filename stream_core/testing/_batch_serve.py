@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._types import AssistantMessage, Context, UserMessage
+from ._batch_hold import Holds
 
 if TYPE_CHECKING:
     from ._serve import FakeVendor
@@ -168,6 +169,8 @@ class BatchBackend:
         self.queue_limit: int | None = None
         """Requests in unfinished batches a create may bring the queue to; over it, the
         vendor's queue-full error (each vendor module says it its own way)."""
+        self.holds = Holds()
+        """Requests to stop before or after they are handled (`_batch_hold`)."""
 
     def new_id(self, prefix: str) -> str:
         with self.lock:
@@ -368,5 +371,8 @@ def dispatch(
         found = pattern.fullmatch(path)
         if found is not None:
             ask = HTTPAsk(method, path, dict(parse_qsl(query)), headers, body, found)
-            return handler(backend, ask)
+            backend.holds.stop("before", method, path)
+            answer = handler(backend, ask)
+            backend.holds.stop("after", method, path)
+            return answer
     return None
