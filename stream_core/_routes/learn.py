@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._limits import limiter
 from .._types import AssistantMessage, Attempt
 from .._usage import ErrorKind, StreamError
+from . import primary
 from .route import COOLING, Deployment, Route
 
 if TYPE_CHECKING:
@@ -23,9 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Pending", "attempt", "cooling_error", "failed", "served", "share", "summary"]
 
-Pending = tuple[Deployment, str, dict[str, Any]]
-"""A write to the shared store still to make: the deployment, its limit key, and the
-keywords of `limiter.share_cool`."""
+Pending = tuple[Deployment, str | None, dict[str, Any], bool]
+"""Writes to the shared store still to make: the deployment, its limit key and the
+keywords of `limiter.share_cool` (no key: none), and whether to count its answer there
+(`primary.tally_served`)."""
 
 
 def passed_over(stream: Any, error: StreamError) -> bool:
@@ -77,7 +79,7 @@ def failed(rs: RouteStream, d: Deployment, error: StreamError, content: bool) ->
         change["backoff"] = (route.cooldown, route.max_cooldown)
     else:
         change["until"] = time.time() + wait
-    rs._share = d, key, change
+    rs._share = d, key, change, False
 
 
 def served(rs: RouteStream, d: Deployment, message: AssistantMessage, content: bool) -> None:
@@ -90,17 +92,24 @@ def served(rs: RouteStream, d: Deployment, message: AssistantMessage, content: b
         first.passed_over += 1  # cooling here: the call went past it unsent
     session = rs._options.session_id
     fallback = first is not d
+    key = None
+    change: dict[str, Any] = {}
     if rs._route.served(d, message.ttft_ms, session, started=rs._began, fallback=fallback):
         key = _key(rs._current)
-        if key is not None:
-            change = {"until": 0.0, "started": _started(rs._sent_at), "reset": True}
-            rs._share = d, key, change
+        change = {"until": 0.0, "started": _started(rs._sent_at), "reset": True}
+    count = primary.counts_shared()
+    if key is not None or count:
+        rs._share = d, key, change, count
 
 
 async def share(route: Route, pending: Pending) -> None:
     """Make the store write and take back what the store knows: its failures in a row
     and its deadline (for a failure, the store's deadline replaces this process's)."""
-    d, key, change = pending
+    d, key, change, count = pending
+    if count:
+        await primary.tally_served(route, d)
+    if key is None:
+        return
     found = await limiter.share_cool(key, **change)
     if found is None:
         return
@@ -112,8 +121,11 @@ async def share(route: Route, pending: Pending) -> None:
         d.cool_until = max(d.cool_until, route.clock() + left)
     else:
         # The store's deadline, not this process's guess from a streak it may not have
-        # heard the end of.
+        # heard the end of (a failure that was not a rate limit: its fault's deadline).
+        fault = d.fault_until > route.clock()
         d.cool_until = route.clock() + left
+        if fault:
+            d.fault_until = d.cool_until
 
 
 def attempt(

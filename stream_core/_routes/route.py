@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from .._models import Model
 from .._usage import ErrorKind
+from . import primary
 
 __all__ = ["FALL_OVER", "LONG_COOLDOWN_KINDS", "Deployment", "Route", "RouteStrategy"]
 
@@ -64,6 +65,7 @@ class Deployment:
         "began",
         "cool_until",
         "failed",
+        "fault_until",
         "host",
         "in_flight",
         "index",
@@ -87,6 +89,10 @@ class Deployment:
         self.label = f"deployment {index + 1} ({model.provider} {model.id} at {host})"
         self.cool_until = 0.0
         """`time.monotonic()` before which the deployment is not sent anything."""
+        self.fault_until = 0.0
+        """The route's clock until which it cools for a failure that is not a rate limit
+        (a 5xx, 529, timeout, auth, ...): a route with `wait_for_primary` does not wait
+        for its primary then (`_routes.primary`)."""
         self.strikes = 0
         """Failures in a row: the default cooldown doubles with each (with a shared limit
         store, the store's count, as last heard)."""
@@ -134,7 +140,10 @@ class Route:
     shuffle by `weights`), `least_busy` (fewest calls in flight) or `fastest` (lowest recent
     time to first token; unmeasured ones first). A call with `StreamOptions.session_id`
     goes back to the deployment that served the session (and holds its prompt cache) while
-    that one is ready.
+    that one is ready. With `wait_for_primary` (strategy `order` only) the first deployment
+    is waited for while it is merely at its quota (its rate limit, a learned limit, a 429's
+    pause within the call's `max_retry_delay`), never passed over for that; the call moves
+    on only when it fails for real (see `_routes.primary`).
 
     A deployment that failed is cooled until the later of its current deadline and now
     plus the vendor's `retry_after` (at most `max_cooldown`; else `cooldown` seconds,
@@ -148,7 +157,8 @@ class Route:
     the cooldowns and the failures in a row are kept there too, for every process.
 
     What the route has done is counted (`stats()`, and each deployment's `served`, `failed`
-    and `passed_over`); when most of a minute's calls are served by a deployment other
+    and `passed_over`; `served_counts()`, and with a shared store `shared_served()`
+    for every process); when most of a minute's calls are served by a deployment other
     than their first choice, the route says so in the log (a warning, once a minute).
     """
 
@@ -164,6 +174,8 @@ class Route:
         long_cooldown: float = 600.0,
         max_sessions: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        wait_for_primary: bool = False,
+        name: str | None = None,
     ) -> None:
         if isinstance(deployments, Model) or not isinstance(deployments, Sequence):
             raise TypeError("Route.deployments: give a list of stream_core.Model")
@@ -186,15 +198,16 @@ class Route:
         for i, w in enumerate(weights):
             if type(w) not in (int, float) or not math.isfinite(w) or w <= 0:
                 raise ValueError(f"Route.weights[{i}]: expected a positive number, got {w!r}")
-        for name, value in (
+        for field, value in (
             ("cooldown", cooldown),
             ("max_cooldown", max_cooldown),
             ("long_cooldown", long_cooldown),
         ):
             if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"Route.{name}: expected seconds >= 0, got {value!r}")
+                raise ValueError(f"Route.{field}: expected seconds >= 0, got {value!r}")
         if type(max_sessions) is not int or max_sessions < 0:
             raise ValueError(f"Route.max_sessions: expected a count >= 0, got {max_sessions!r}")
+        primary.check(strategy, wait_for_primary, name)
         self.deployments: tuple[Deployment, ...] = tuple(
             Deployment(m, float(w), i)
             for i, (m, w) in enumerate(zip(deployments, weights, strict=True))
@@ -207,6 +220,9 @@ class Route:
         self.long_cooldown = float(long_cooldown)
         self.max_sessions = max_sessions
         self.clock = clock
+        self.wait_for_primary = wait_for_primary
+        self.name = name or primary.default_name(self.deployments)
+        """What the route's counts are kept under in a shared store (`shared_served`)."""
         self._sessions: OrderedDict[str, int] = OrderedDict()
         self._random: Any = None  # a random.Random, made for the first weighted plan
         self.calls = 0
@@ -315,10 +331,12 @@ class Route:
             d.prior, d.began = d.began, now
         wait = self.fixed_wait(kind, retry_after)
         if wait is not None:
-            d.cool_until = max(d.cool_until, now + wait)
+            until = now + wait
         else:
-            began = now if d.began is None else d.began
-            d.cool_until = max(d.cool_until, began + self.backoff(d.strikes))
+            until = (now if d.began is None else d.began) + self.backoff(d.strikes)
+        d.cool_until = max(d.cool_until, until)
+        if kind != "rate_limit":
+            d.fault_until = max(d.fault_until, until)
         return counted
 
     def hold(self, d: Deployment, wait: float) -> None:
@@ -387,6 +405,16 @@ class Route:
                 for d in self.deployments
             ],
         }
+
+    def served_counts(self) -> dict[str, int]:
+        """Answers served by each deployment in this process, by label, in order (a
+        fallback's answer counts for the fallback, never for the first choice)."""
+        return {d.label: d.served for d in self.deployments}
+
+    async def shared_served(self) -> dict[str, int] | None:
+        """Answers served by each deployment in every process sharing the limit store
+        (`configure_limits(store=...)`), under the route's `name`; None without one."""
+        return await primary.shared_served(self)
 
     def _tally(self, fallback: bool) -> None:
         """Count a call served; at the end of a window, warn if fallbacks served most."""

@@ -28,7 +28,7 @@ from .._pipeline.stream import AssistantStream
 from .._transport import _spawn_detached
 from .._types import AssistantMessage, Attempt, Context
 from .._usage import ErrorKind, StreamError
-from . import learn
+from . import learn, primary
 from .route import COOLING, FALL_OVER, OPT_IN, Deployment, Route
 
 __all__ = ["RouteStream"]
@@ -191,6 +191,8 @@ class RouteStream:
         """The caller's options; while another deployment is ready, with no retries of
         this one (the route moves on rather than wait: see the routes guide)."""
         route = self._route
+        if primary.waits(route, d):
+            return self._options  # the primary's own retries: see `_routes.primary`
         if self._options.max_retries and any(route.ready_in(o) == 0 for o in self._plan):
             return dataclasses.replace(self._options, max_retries=0)
         return self._options
@@ -218,17 +220,21 @@ class RouteStream:
         self.message = stream.message
         if isinstance(stream, AssistantStream):
             # Passed over, not waited for, while its limit is reached and another is ready.
-            stream._pass_over = any(self._route.ready_in(o) == 0 for o in self._plan)
+            # A primary the route waits for is never passed over (`_routes.primary`).
+            route = self._route
+            stream._pass_over = not primary.waits(route, d) and any(
+                route.ready_in(o) == 0 for o in self._plan
+            )
 
     async def _next_deployment(self) -> bool:
         """Open the next untried deployment that is ready, waiting, when every one left is
-        cooling, for the earliest within the call's limits. False when none is left (the
-        call has ended, or the caller ends it with the last attempt's kind)."""
+        cooling, for the earliest within the call's limits (or for a primary the route
+        waits for: `primary.pick`). False when none is left (the call has ended, or the
+        caller ends it with the last attempt's kind)."""
         route = self._route
         while self._plan:
-            d = next((o for o in self._plan if route.ready_in(o) == 0), None)
-            if d is None:
-                wait = min(route.ready_in(o) for o in self._plan)
+            d, wait = primary.pick(route, self._plan, self._may_wait)
+            if wait > 0 or d is None:
                 if not self._may_wait(wait):
                     self._end_synthetic(learn.cooling_error(wait, self._attempts))
                     return False
