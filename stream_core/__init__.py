@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         list_providers,
         stream,
     )
+    from ._retirements import Retirement, retirement
     from ._routes.route import Deployment, Route, RouteStrategy
     from ._routes.stream import RouteStream
     from ._sync import SyncStream, complete_sync, stream_sync
@@ -205,6 +206,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "_limits.limiter": ("budget_spent", "clear_limits", "configure_limits"),
     "_limits.stores": ("LimitSettlement", "LimitStore"),
     "_pipeline.stream": ("AssistantStream",),
+    "_retirements": ("Retirement", "retirement"),
     "_routes.route": ("Deployment", "Route", "RouteStrategy"),
     "_routes.stream": ("RouteStream",),
     "_sync": ("SyncStream", "complete_sync", "stream_sync"),
@@ -309,6 +311,7 @@ __all__ = [
     "ReasoningEffort",
     "Record",
     "RepairedHistory",
+    "Retirement",
     "Route",
     "RouteStrategy",
     "RouteStream",
@@ -374,6 +377,7 @@ __all__ = [
     "register_message_role",
     "register_model",
     "repair_tool_pairs",
+    "retirement",
     "stream",
     "stream_sync",
     "total_usage",

@@ -8,6 +8,7 @@ from typing import TextIO
 from .._capabilities import Capabilities
 from .._cost import list_prices, prices_source
 from .._models import catalog_source, list_models, model_apis
+from .._retirements import retirement
 from ._common import usage_error
 from ._render import table
 
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 )
             )
         table(out, f"{provider} ({len(rows) - 1} models; prices in USD per million tokens)", rows)
+        _retirements(out, provider, [m.id for m in models if m.provider == provider])
     prices_version = prices_source()["genai_prices"]
 
     source = catalog_source()
@@ -65,6 +67,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "REFUSES: what stream() raises for, per model (Model.capabilities())\n"
     )
     return 0
+
+
+def _retirements(out: TextIO, provider: str, ids: list[str]) -> None:
+    """The provider's models its vendor retired or set a date for, under its table."""
+    found = [(i, r) for i in ids if (r := retirement((provider, i))) is not None]
+    if not found:
+        return
+    width = max(len(i) for i, _ in found)
+    out.write(f"{provider}: retirement dates (the vendor's; calls fail from that day on)\n")
+    for model_id, r in found:
+        out.write(f"  {model_id.ljust(width)}  {r.describe()}\n")
+    out.write("\n")
 
 
 def _levels(levels: list[str], thinking: str | None) -> str:

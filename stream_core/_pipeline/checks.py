@@ -20,6 +20,7 @@ from .._history import roles  # noqa: F401 - registers the ready-made roles befo
 from .._kinds import BLOCK_KINDS
 from .._models import Model, model_headers_problem
 from .._options import CONTROLS, StreamOptions
+from .._retirements import warn_if_retired
 from .._rules import check_rules, image_note
 from .._server_tools import ServerTool, function_tools_of
 from .._types import (
@@ -71,6 +72,7 @@ def check_call(wire: WireAPI, model: Any, context: Any, options: Any) -> Context
         raise ValueError(f"model.headers: {problem}")
     if model.compat:
         _check_compat(wire, model.compat)
+    warn_if_retired(model)  # a call to a retired model: said once in the log, then sent
     keep_unknown = None
     if options is not None:
         if not isinstance(options, StreamOptions):
