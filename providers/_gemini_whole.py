@@ -192,7 +192,9 @@ def read_error(value: object) -> tuple[Any, str, int | None]:
     if not isinstance(value, dict):
         said = text if text is not None else repr(value)[:300]
         words = [w for w in re.findall(r"[A-Z][A-Z_]{2,40}", said) if w in google.ERROR_STATUSES]
-        error = error_from_vendor(words[0] if words else None, said[:2000] or "error")
+        error = error_from_vendor(
+            words[0] if words else None, said[:2000] or "error", extra_kinds=google.ERROR_STATUSES
+        )
         return error.kind or "server", error.message, None
     code = value.get("code")
     word = value.get("status")
