@@ -60,7 +60,17 @@ if TYPE_CHECKING:
         fits_context,
     )
     from ._kinds import BLOCK_KINDS, BlockKind
-    from ._limits.limiter import budget_spent, clear_limits, configure_limits
+    from ._limits.limiter import (
+        LimitsView,
+        budget_spent,
+        clear_limits,
+        configure_limits,
+        hold_budget,
+        inspect_limits,
+        settle_budget,
+        tallies,
+        tally,
+    )
     from ._limits.stores import LimitSettlement, LimitStore
     from ._models import (
         Model,
@@ -203,7 +213,17 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "stream",
     ),
     "_history.roles": ("BashExecution", "BranchSummary", "CompactionSummary"),
-    "_limits.limiter": ("budget_spent", "clear_limits", "configure_limits"),
+    "_limits.limiter": (
+        "LimitsView",
+        "budget_spent",
+        "clear_limits",
+        "configure_limits",
+        "hold_budget",
+        "inspect_limits",
+        "settle_budget",
+        "tallies",
+        "tally",
+    ),
     "_limits.stores": ("LimitSettlement", "LimitStore"),
     "_pipeline.stream": ("AssistantStream",),
     "_retirements": ("Retirement", "retirement"),
@@ -297,6 +317,7 @@ __all__ = [
     "ImageContent",
     "LimitSettlement",
     "LimitStore",
+    "LimitsView",
     "Message",
     "MessageEnd",
     "MessageStart",
@@ -368,6 +389,8 @@ __all__ = [
     "fail_truncated_tool_calls",
     "fits_context",
     "get_model",
+    "hold_budget",
+    "inspect_limits",
     "is_context_overflow",
     "list_models",
     "list_providers",
@@ -378,8 +401,11 @@ __all__ = [
     "register_model",
     "repair_tool_pairs",
     "retirement",
+    "settle_budget",
     "stream",
     "stream_sync",
+    "tallies",
+    "tally",
     "total_usage",
 ]
 

@@ -23,12 +23,13 @@ import secrets
 import stat
 import time
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
 from .._transport import _loop_key
-from .stores import LimitSettlement, LimitStore, _Tables
+from .stores import LimitSettlement, LimitStore, _Tables, checked_tally
 from .window import Snapshot
 
 __all__ = ["FileStore"]
@@ -334,8 +335,26 @@ class FileStore(LimitStore):
         return found
 
     async def spent(self, name: str) -> float:
-        found: float = await self._apply(lambda t: t.spent_of(name))
+        now = time.time()
+        found: float = await self._apply(lambda t: t.spent_of(name, now))
         return found
 
     async def clear(self, match: tuple[str, str] | None) -> None:
         await self._apply(lambda t: t.clear(match))
+
+    async def clear_budgets(self, name: str | None) -> None:
+        await self._apply(lambda t: t.clear_budgets(name))
+
+    async def tally(self, name: str, deltas: Mapping[str, float], now: float) -> None:
+        checked = checked_tally(name, deltas)
+        await self._apply(lambda t: t.tally(name, checked, now))
+
+    async def tallies(self, name: str) -> dict[str, float]:
+        now = time.time()
+        found: dict[str, float] = await self._apply(lambda t: t.tallies_of(name, now))
+        return found
+
+    async def contents(self) -> dict[str, Any]:
+        now = time.time()
+        found: dict[str, Any] = await self._apply(lambda t: t.contents(now))
+        return found

@@ -18,10 +18,11 @@ from typing import Any
 import anyio
 
 from .._errors import KEPT_LIMIT
-from . import redact, window
+from . import holds, redact, window
 from .file_store import FileStore
 from .flow import Flow
-from .stores import LimitSettlement, LimitStore, MemoryStore, model_keys
+from .stores import LimitSettlement, LimitStore, MemoryStore, checked_tally, model_keys
+from .view import LimitsView, build
 from .window import Snapshot
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "GLOBAL_BUDGET",
     "STORE_RETRY",
     "Flow",
+    "LimitsView",
     "Ticket",
     "admit",
     "budget_spent",
@@ -36,10 +38,15 @@ __all__ = [
     "config",
     "configure_limits",
     "flow",
+    "hold_budget",
+    "inspect_limits",
     "limit_key",
     "settle",
+    "settle_budget",
     "settle_local",
     "share_cool",
+    "tallies",
+    "tally",
 ]
 
 logger = logging.getLogger("stream_core")
@@ -430,33 +437,158 @@ async def budget_spent(name: str | None = None) -> float:
     `ConnectionError` when the shared store that keeps it cannot be reached: its spend is
     known only there (never a 0 that is not so)."""
     key = GLOBAL_BUDGET if name is None else name
-    store = config.store
-    if store is config.local:
-        return await store.spent(key)
 
     async def run(store: LimitStore) -> float:
         return await store.spent(key)
 
-    try:
-        found: float = await _on_store(store, "budget", run, while_down=True)
-    except _StoreDown as down:
-        raise ConnectionError(
-            f"limit store {redact.scrubbed(store.name)} cannot be reached "
-            f"({down.cause}); the spend of budget {key!r} is kept there"
-        ) from None
+    found: float = await _kept_only(config.store, "budget", f"the spend of budget {key!r}", run)
     return found
 
 
-async def clear_limits(model: Any = None) -> None:
+async def _kept_only(store: LimitStore, op: str, what: str, run: Any) -> Any:
+    """`run(store)` on the configured store, which alone keeps `what`: `ConnectionError`
+    when it cannot be reached (never an answer that is not so)."""
+    if store is config.local:
+        return await run(store)
+    try:
+        return await _on_store(store, op, run, while_down=True)
+    except _StoreDown as down:
+        raise ConnectionError(
+            f"limit store {redact.scrubbed(store.name)} cannot be reached "
+            f"({down.cause}); {what} is kept there"
+        ) from None
+
+
+def _has(store: LimitStore, method: str) -> bool:
+    """Whether `store` has `method` of its own (a store of an older interface may not)."""
+    return getattr(type(store), method) is not getattr(LimitStore, method)
+
+
+async def tally(name: str, **deltas: float) -> None:
+    """Add to the shared tally `name`, every process sharing the store at once: each
+    keyword is a field (a new one starts at 0) and its number is added to it, all fields
+    at once (`await tally("eval-7", done=1, failed=0, usd=0.0123)`). For a progress line
+    across workers; `tallies(name)` reads it back. The name is 1 to 200 printable
+    characters, each number finite (else `ValueError`, nothing added). A tally is kept 30
+    days after its last change (`window.TALLY_TTL`). While the shared store cannot be
+    reached the count is kept in this process instead (said once in the log): it does
+    not reach the shared tally."""
+    checked = checked_tally(name, deltas)
+    if not checked:
+        return
+    now = time.time()
+
+    async def run(store: LimitStore) -> None:
+        await store.tally(name, checked, now)
+
+    store = config.store
+    if store is not config.local and not _has(store, "tally"):
+        store = config.local
+    if store is config.local:
+        await run(store)
+        return
+    await _shared("tally", run)
+
+
+async def tallies(name: str) -> dict[str, float]:
+    """The fields of the shared tally `name` ({} when there is none). Raises
+    `ConnectionError` when the shared store that keeps it cannot be reached."""
+    checked_tally(name, {})
+
+    async def run(store: LimitStore) -> dict[str, float]:
+        return await store.tallies(name)
+
+    store = config.store
+    if not _has(store, "tallies"):
+        store = config.local
+    found: dict[str, float] = await _kept_only(store, "tallies", f"tally {name!r}", run)
+    return found
+
+
+async def hold_budget(asks: list[tuple[str | None, float, str, float]]) -> list[Any] | None:
+    """Reserve budget for work billed later (a vendor batch), all asks or none: each ask
+    is (the budget's name, None for `configure_limits(budget_usd=...)`'s; the worst case
+    in USD; an id of your choosing, 1 to 200 characters; the seconds it is held, at most
+    `window.MAX_HOLD`, 7 days). Returns None when all fit, else [the first budget that does
+    not ("budget_usd" for the global one), USD left in it]. A reservation is held in the
+    configured store, for every process sharing it, until `settle_budget` settles it, or
+    is given back when its time passes (its settler killed). Holding an id already held
+    or settled reserves nothing again (a process restarted may hold again safely). An ask
+    on the global budget while none is configured holds nothing; a name no
+    `configure_limits(budgets=...)` set is a `ValueError`. Raises `ConnectionError` when
+    the shared store cannot be reached: a budget is never spent where it cannot count."""
+    made = holds.hold_asks(asks, config.budget_usd, config.budgets, GLOBAL_BUDGET)
+    if not made or not config.enabled:
+        return None
+    now = time.time()
+
+    async def run(store: LimitStore) -> tuple[float, Snapshot, list[Any] | None]:
+        return await store.admit(holds.HOLD_KEY, {}, made, now, False)
+
+    _, _, short = await _kept_only(config.store, "budget hold", "the budget", run)
+    return None if short is None else list(short)
+
+
+async def settle_budget(settles: list[tuple[str | None, float, float, str]]) -> None:
+    """Settle reservations `hold_budget` made, from any process sharing the store: each
+    is (the budget's name or None, the USD reserved, the actual cost, the reservation's
+    id). The reservation becomes the actual cost; one already given back (expired) adds
+    the actual cost. Settling an id again changes nothing (ids settled are remembered
+    `window.MAX_HOLD`, 7 days), so a settlement may be retried. Raises `ConnectionError`
+    when the shared store cannot be reached (nothing settled: try again later)."""
+    made = holds.settle_items(settles, config.budget_usd, config.budgets, GLOBAL_BUDGET)
+    if not made or not config.enabled:
+        return
+    now = time.time()
+    settlement = LimitSettlement(holds.HOLD_KEY, settles=made)
+
+    async def run(store: LimitStore) -> None:
+        await store.settle(settlement, now)
+
+    await _kept_only(config.store, "budget settlement", "the budget", run)
+
+
+async def inspect_limits() -> LimitsView:
+    """What the limiter holds, in the configured store (for every process sharing it):
+    per limit key its learned limits and what remains of them, a 429's pause, a route's
+    cooldown and failures in a row, and this process's concurrency cap; each budget's
+    spend, cap and reservations held; the tallies' names. No credential is shown: a key
+    holds a salted hash of its API key, never the key. Raises `ConnectionError` when the
+    shared store cannot be reached."""
+    store = config.store
+    if not _has(store, "contents"):
+        raise TypeError(f"limit store {redact.scrubbed(store.name)} cannot list what it holds")
+    try:
+        with anyio.fail_after(max(config.timeout, 5.0)):
+            found = await store.contents()
+    except Exception as exc:
+        if store is config.local:
+            raise
+        raise ConnectionError(
+            f"limit store {redact.scrubbed(store.name)} cannot be read ({type(exc).__name__})"
+        ) from None
+    caps = dict(config.budgets)
+    if config.budget_usd is not None:
+        caps[GLOBAL_BUDGET] = config.budget_usd
+    return build(store.name, found, caps, _flows)
+
+
+async def clear_limits(model: Any = None, *, budgets: bool | str = False) -> None:
     """Forget what the limiter has learned: every key's limits, pauses, route cooldowns
     and concurrency caps, or only those of `model` (a `Model`; every API key and base URL
     it is called with), in the configured store (so for every process sharing it) and in
-    this process. Budgets are kept. For a key a vendor froze with a bad `Retry-After`, or
-    after the vendor raised your limits."""
+    this process. Budgets are kept, unless `budgets=True` (every budget's spend and
+    reservations are forgotten too) or `budgets="name"` (that budget's; "budget_usd" is
+    `configure_limits(budget_usd=...)`'s). For a key a vendor froze with a bad
+    `Retry-After`, after the vendor raised your limits, or to start a budget over."""
+    if not isinstance(budgets, bool) and not (isinstance(budgets, str) and budgets):
+        raise TypeError(f"budgets must be True, False or a budget's name, not {budgets!r}")
     match = None if model is None else (str(model.provider), str(model.id))
     for store in {id(config.local): config.local, id(config.store): config.store}.values():
         with anyio.fail_after(max(config.timeout, 5.0)):
             await store.clear(match)
+            if budgets is not False:
+                await store.clear_budgets(None if budgets is True else budgets)
     for key, found in list(_flows.items()):
         if model_keys(key, match):
             found.reset()  # its waiters go on: the key is open

@@ -10,7 +10,7 @@ import re
 
 from .window import LATE, PERIOD, POLL, SLACK
 
-__all__ = ["ADMIT", "COOL", "EXPIRE", "SETTLE", "SPEND"]
+__all__ = ["ADMIT", "COOL", "EXPIRE", "SETTLE", "SPEND", "SPENT", "TALLY"]
 
 SPEND = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")  # a plain decimal
 _SPEND_LUA = "^%-?%d*%.?%d*[eE]?[-+]?%d*$"  # the same, in Lua
@@ -169,13 +169,22 @@ local function expire(bkey, rkey, now, cap)  -- a reservation is at most the cap
   end
   redis.call('SET', bkey, tostring(math.max(spent(bkey) - back, 0)))
 end
+local function member(zkey, m)  -- whether `m` is in the sorted set (false if not one)
+  return type(redis.pcall('ZSCORE', zkey, m)) == 'string'
+end
+local function forget(skey, now)  -- settled ids past their time
+  local done = redis.pcall('ZREMRANGEBYSCORE', skey, '-inf', now)
+  if type(done) == 'table' and done.err then redis.call('DEL', skey) end
+end
 """
 _MARKS = {"POLL": POLL, "SLACK": SLACK, "LATE": LATE, "PERIOD": PERIOD, "EXPIRE": EXPIRE}
 for _mark, _value in {**_MARKS, "SPEND": _SPEND_LUA}.items():
     _COMMON = _COMMON.replace(f"__{_mark}__", repr(_value))
 
-# KEYS: the key's state, then per budget its spend and its reservations (a sorted set of
-# "id|amount" by expiry). ARGV: the caller's `now` ('' for the server's TIME), max_pause.
+# KEYS: the key's state, then per budget its spend, its reservations (a sorted set of
+# "id|amount" by expiry) and the ids settled that are remembered (by when they are
+# forgotten). ARGV: the caller's `now` ('' for the server's TIME), max_pause, the needs,
+# the budget asks ([name, cap, worst case, id, seconds held] each), "1" for a route.
 ADMIT = (
     _COMMON
     + """
@@ -189,30 +198,38 @@ if wait > 0 then
   save(KEYS[1], entry)
   return cjson.encode({wait, {}, false})
 end
+local fresh = {}
 for j, ask in ipairs(asks) do
-  local bkey, rkey = KEYS[2 * j], KEYS[2 * j + 1]
+  local bkey, rkey, skey = KEYS[3 * j - 1], KEYS[3 * j], KEYS[3 * j + 1]
   expire(bkey, rkey, now, ask[2])
-  local left = ask[2] - spent(bkey)
-  if ask[3] > left then
-    if entry then
-      settle(entry, snap, {}, needs, {}, nil, now, nil)
-      save(KEYS[1], entry)
+  forget(skey, now)
+  -- A reservation already held, or settled, is not made again.
+  if not (ask[4] and (member(rkey, ask[4]) or member(skey, ask[4]))) then
+    local left = ask[2] - spent(bkey)
+    if ask[3] > left then
+      if entry then
+        settle(entry, snap, {}, needs, {}, nil, now, nil)
+        save(KEYS[1], entry)
+      end
+      return cjson.encode({0, {}, {ask[1], left}})
     end
-    return cjson.encode({0, {}, {ask[1], left}})
+    fresh[#fresh + 1] = j
   end
 end
-for j, ask in ipairs(asks) do
-  redis.call('INCRBYFLOAT', KEYS[2 * j], tostring(ask[3]))
-  if ask[4] then redis.call('ZADD', KEYS[2 * j + 1], now + ask[5], ask[4]) end
+for _, j in ipairs(fresh) do
+  local ask = asks[j]
+  redis.call('INCRBYFLOAT', KEYS[3 * j - 1], tostring(ask[3]))
+  if ask[4] then redis.call('ZADD', KEYS[3 * j], now + ask[5], ask[4]) end
 end
 if entry then save(KEYS[1], entry) end
 return cjson.encode({0, snap, false})
 """
 )
 
-# ARGV: now, max_pause, snap, used, needs, the report (resets as seconds from now), the
-# pause (seconds from now, '' for none), the budget settlements, and how long ago a normal
-# answer arrived ('' for none).
+# KEYS as `ADMIT`'s. ARGV: now, max_pause, snap, used, needs, the report (resets as
+# seconds from now), the pause (seconds from now, '' for none), the budget settlements
+# ([reserved, actual, id, seconds the id is remembered] each, the last two optional), and
+# how long ago a normal answer arrived ('' for none).
 SETTLE = (
     _COMMON
     + """
@@ -235,10 +252,18 @@ elseif answered_at then
   end
 end
 for j, s in ipairs(settles) do
-  local bkey = KEYS[2 * j]
-  local delta = s[2] - s[1]
-  if s[3] and redis.pcall('ZREM', KEYS[2 * j + 1], s[3]) ~= 1 then delta = s[2] end
-  redis.call('SET', bkey, tostring(math.max(spent(bkey) + delta, 0)))
+  local bkey, rkey, skey = KEYS[3 * j - 1], KEYS[3 * j], KEYS[3 * j + 1]
+  local keep = s[4]  -- seconds the id is remembered as settled (`hold_budget`'s)
+  if keep then forget(skey, now) end
+  if not (keep and member(skey, s[3])) then  -- settled before: nothing twice
+    local delta = s[2] - s[1]
+    if s[3] and redis.pcall('ZREM', rkey, s[3]) ~= 1 then delta = s[2] end
+    redis.call('SET', bkey, tostring(math.max(spent(bkey) + delta, 0)))
+    if keep then
+      redis.call('ZADD', skey, now + keep, s[3])
+      redis.call('EXPIRE', skey, math.ceil(keep) + 60)
+    end
+  end
 end
 return 1
 """
@@ -304,3 +329,46 @@ save(KEYS[1], entry)
 return cjson.encode({(entry.c or now) - now, row})
 """
 )
+
+# KEYS: a budget's spend and its reservations. ARGV: now ('' for TIME), max_pause. The
+# reservations past their time are given back; answers the spend as kept (a string).
+SPENT = (
+    _COMMON
+    + """
+local now = clock()
+if redis.call('EXISTS', KEYS[2]) == 1 then expire(KEYS[1], KEYS[2], now, math.huge) end
+return redis.pcall('GET', KEYS[1])
+"""
+)
+
+# KEYS: a tally (a hash). ARGV: seconds it is kept, then field and delta pairs. All the
+# sums are checked before any is written: none is added unless every one is finite. A
+# field that is not a plain decimal number (not the store's) starts again from 0.
+TALLY = """
+local function num(x)
+  return type(x) == 'number' and x == x and x ~= math.huge and x ~= -math.huge
+end
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)
+if type(kind) == 'table' then kind = kind.ok end
+if kind ~= 'none' and kind ~= 'hash' then redis.call('DEL', key) end
+local plain = {}
+for i = 2, #ARGV, 2 do
+  local raw = redis.call('HGET', key, ARGV[i])
+  local x = 0
+  plain[i] = true
+  if type(raw) == 'string' then
+    x = #raw < 512 and string.find(raw, __SPEND__) and tonumber(raw)
+    if not x or not num(x) then x, plain[i] = 0, false end
+  end
+  if not num(x + tonumber(ARGV[i + 1])) then
+    return redis.error_reply('a tally would not be a finite number')
+  end
+end
+for i = 2, #ARGV, 2 do
+  if not plain[i] then redis.call('HDEL', key, ARGV[i]) end
+  redis.call('HINCRBYFLOAT', key, ARGV[i], ARGV[i + 1])
+end
+redis.call('EXPIRE', key, ARGV[1])
+return 1
+""".replace("__SPEND__", repr(_SPEND_LUA))

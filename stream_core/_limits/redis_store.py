@@ -17,6 +17,7 @@ import re
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit
 
@@ -24,14 +25,29 @@ import anyio
 
 from .._transport import _spawn_detached
 from . import redact, window
-from .redis_scripts import ADMIT, COOL, SETTLE, SPEND
-from .stores import LimitSettlement, LimitStore
+from .redis_scripts import ADMIT, COOL, SETTLE, SPEND, SPENT, TALLY
+from .stores import LimitSettlement, LimitStore, checked_tally
 from .window import LATE, Snapshot
 
 __all__ = ["RedisStore"]
 
 _MAX_REPLY = 65_536
 """Bytes: a script's answer is a few dozen; a longer one is not believed (nor parsed)."""
+
+
+_SCRIPTS = (ADMIT, SETTLE, COOL, SPENT, TALLY)
+"""Each client's scripts, in this order after it (`_run`'s `which` counts from 1)."""
+
+_SCANNED = 100_000
+"""The most keys `contents` reads: a store holding more is shown in part."""
+
+
+def _spend(raw: Any, longest: int = 64) -> float:
+    """A spend (or a tally's field, `longest` 512) as kept: anything but a plain decimal
+    number is 0, as the scripts read it (`spent`)."""
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw or "")
+    found = float(text) if len(text) < longest and SPEND.fullmatch(text) else 0.0
+    return found if window.number(found) else 0.0
 
 
 def _reply(raw: Any) -> list[Any]:
@@ -131,9 +147,7 @@ class RedisStore(LimitStore):
             client = redis.asyncio.Redis.from_url(self.url, **self._options())
             found = (
                 client,
-                client.register_script(ADMIT),
-                client.register_script(SETTLE),
-                client.register_script(COOL),
+                *(client.register_script(x) for x in _SCRIPTS),
             )
             self._clients[loop] = found
             _spawn_detached(lambda: _close_at_loop_end(client))
@@ -147,9 +161,7 @@ class RedisStore(LimitStore):
                 client = redis.Redis.from_url(self.url, **self._options())
                 self._sync = (
                     client,
-                    client.register_script(ADMIT),
-                    client.register_script(SETTLE),
-                    client.register_script(COOL),
+                    *(client.register_script(x) for x in _SCRIPTS),
                 )
             return self._sync
 
@@ -165,23 +177,38 @@ class RedisStore(LimitStore):
             lambda: script(keys=keys, args=args), abandon_on_cancel=True
         )
 
-    async def _get(self, keys: list[str]) -> list[Any]:
+    async def _call(self, command: str, *args: Any, **options: Any) -> Any:
+        """One redis-py client method, on this loop's client or (trio) in a thread."""
         loop = _asyncio_loop()
         if loop is not None:
-            found: list[Any] = await self._async_client(loop)[0].mget(keys)
-            return found
-        client = self._sync_client()[0]
-        result: list[Any] = await anyio.to_thread.run_sync(
-            lambda: client.mget(keys), abandon_on_cancel=True
+            return await getattr(self._async_client(loop)[0], command)(*args, **options)
+        method = getattr(self._sync_client()[0], command)
+        return await anyio.to_thread.run_sync(
+            lambda: method(*args, **options), abandon_on_cancel=True
         )
-        return result
+
+    async def _get(self, keys: list[str]) -> list[Any]:
+        found: list[Any] = await self._call("mget", keys)
+        return found
+
+    async def _scan(self, pattern: str) -> list[str]:
+        """The keys matching `pattern` (at most `_SCANNED`), as text."""
+        found: list[str] = []
+        cursor: Any = 0
+        while True:
+            cursor, batch = await self._call("scan", cursor, match=pattern, count=1000)
+            found += [k.decode("utf-8", "replace") if isinstance(k, bytes) else k for k in batch]
+            if not cursor or len(found) >= _SCANNED:
+                return found[:_SCANNED]
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}:k:{key}"
 
     def _budget_keys(self, name: str) -> list[str]:
-        """A budget's spend and its reservations not yet settled (`r`: expiring)."""
-        return [f"{self.prefix}:b:{name}", f"{self.prefix}:r:{name}"]
+        """A budget's spend, its reservations not yet settled (`r`: expiring) and the ids
+        settled that are remembered (`s`)."""
+        p = self.prefix
+        return [f"{p}:b:{name}", f"{p}:r:{name}", f"{p}:s:{name}"]
 
     def _clock(self, now: float) -> str:
         return repr(now) if not self.server_time else ""
@@ -272,11 +299,29 @@ class RedisStore(LimitStore):
         return out
 
     async def spent(self, name: str) -> float:
-        (raw,) = await self._get(self._budget_keys(name)[:1])
-        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw or "")
-        # Anything but a plain decimal number is 0, as the scripts read it (`spent`).
-        found = float(text) if len(text) < 64 and SPEND.fullmatch(text) else 0.0
-        return found if window.number(found) and found > 0 else 0.0
+        args = [self._clock(time.time()), repr(window.bounds.max_pause)]
+        raw = await self._run(4, self._budget_keys(name)[:2], args)
+        return max(_spend(raw), 0.0)
+
+    async def tally(self, name: str, deltas: Mapping[str, float], now: float) -> None:
+        checked = checked_tally(name, deltas)
+        if not checked:
+            return
+        args = [str(int(window.TALLY_TTL))]
+        for field, delta in checked.items():
+            args += [field, repr(delta)]
+        await self._run(5, [f"{self.prefix}:t:{name}"], args)
+
+    async def tallies(self, name: str) -> dict[str, float]:
+        found = await self._call("hgetall", f"{self.prefix}:t:{name}")
+        if not isinstance(found, dict):
+            return {}
+        out = {}
+        for field, raw in found.items():
+            if isinstance(field, bytes):
+                field = field.decode("utf-8", "replace")
+            out[str(field)] = _spend(raw, 512)
+        return out
 
     async def clear(self, match: tuple[str, str] | None) -> None:
         tail = "*" if match is None else f"{_glob(match[0])}|*|{_glob(match[1])}"
@@ -296,6 +341,20 @@ class RedisStore(LimitStore):
                 sync.delete(*batch[i : i + 500])
 
         await anyio.to_thread.run_sync(run)
+
+    async def clear_budgets(self, name: str | None) -> None:
+        if name is not None:
+            await self._call("delete", *self._budget_keys(name))
+            return
+        for kind in "brs":
+            found = await self._scan(f"{_glob(self.prefix)}:{kind}:*")
+            for i in range(0, len(found), 500):
+                await self._call("delete", *found[i : i + 500])
+
+    async def contents(self) -> dict[str, Any]:
+        from .redis_view import read_contents
+
+        return await read_contents(self)
 
     async def aclose(self) -> None:
         for client, *_ in list(self._clients.values()):

@@ -13,14 +13,59 @@ is range-checked (`window.check`), never believed past `window.bounds.max_pause`
 
 from __future__ import annotations
 
+import copy
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from . import window
 from .window import Entry, Snapshot
 
-__all__ = ["LimitSettlement", "LimitStore", "MemoryStore", "model_keys"]
+__all__ = [
+    "MAX_NAME",
+    "LimitSettlement",
+    "LimitStore",
+    "MemoryStore",
+    "checked_tally",
+    "model_keys",
+]
+
+MAX_NAME = 200
+"""Characters: the longest tally name (and field name) a store keeps."""
+
+MAX_FIELDS = 64
+"""The most fields one `tally` call adds to."""
+
+
+def _name(x: Any, what: str) -> str:
+    if not isinstance(x, str):
+        raise TypeError(f"{what} must be a string, not {type(x).__name__}")
+    if not x or len(x) > MAX_NAME or not x.isprintable():
+        raise ValueError(
+            f"{what} must be 1 to {MAX_NAME} printable characters, not one of {len(x)}"
+        )
+    return x
+
+
+def checked_tally(name: Any, deltas: Any) -> dict[str, float]:
+    """What `LimitStore.tally` adds, checked: a name of 1 to `MAX_NAME` printable
+    characters, at most `MAX_FIELDS` fields named so, each a finite number."""
+    _name(name, "a tally's name")
+    if not isinstance(deltas, Mapping):
+        raise TypeError(f"a tally's deltas must be a mapping, not {type(deltas).__name__}")
+    if len(deltas) > MAX_FIELDS:
+        raise ValueError(f"a tally adds to at most {MAX_FIELDS} fields at once, not {len(deltas)}")
+    out: dict[str, float] = {}
+    for field, delta in deltas.items():
+        _name(field, "a tally's field")
+        if not window.number(delta):
+            raise ValueError(f"tally field {field!r}: {delta!r} is not a finite number")
+        try:
+            out[field] = float(delta)
+        except OverflowError:
+            raise ValueError(f"tally field {field!r}: too large a number") from None
+    return out
 
 
 def model_keys(key: str, match: tuple[str, str] | None) -> bool:
@@ -108,6 +153,27 @@ class LimitStore:
         names (budgets are kept)."""
         raise NotImplementedError
 
+    async def clear_budgets(self, name: str | None) -> None:
+        """Forget budget `name`'s spend and reservations (every budget's with None)."""
+        raise NotImplementedError
+
+    async def tally(self, name: str, deltas: Mapping[str, float], now: float) -> None:
+        """Add each of `deltas` to the field of that name of tally `name` (a new field
+        starts at 0), all at once; the tally is kept `window.TALLY_TTL` after its last
+        change. Checked first (`checked_tally`): nothing is added when any is wrong, or
+        when a sum would not be a finite number."""
+        raise NotImplementedError
+
+    async def tallies(self, name: str) -> dict[str, float]:
+        """Tally `name`'s fields ({} when there is none)."""
+        raise NotImplementedError
+
+    async def contents(self) -> dict[str, Any]:
+        """What the store holds, for `inspect_limits`: {"now": the store's clock, "keys":
+        {key: state}, "budgets": {name: spent}, "held": {name: {id: [amount, expires at]}},
+        "tallies": [names]} (read back as any store reads: range-checked by the reader)."""
+        raise NotImplementedError
+
     async def aclose(self) -> None:
         """Release connections (the in-process and file stores hold none)."""
 
@@ -126,6 +192,28 @@ class _Tables:
         """Budget reservations not yet settled: {budget: {id: [amount, expires at]}}."""
         self.data = data
 
+    def _part(self, part: str) -> dict[str, Any]:
+        """A part only some stores have (made when first written)."""
+        found = self.data.get(part)
+        if not isinstance(found, dict):
+            found = self.data[part] = {}
+        return found
+
+    def _have(self, part: str) -> dict[str, Any] | None:
+        """A part only some stores have, if this one has it (a look writes nothing)."""
+        found = self.data.get(part)
+        return found if isinstance(found, dict) else None
+
+    @property
+    def settled(self) -> dict[str, Any]:
+        """Reservations settled with an id to remember: {budget: {id: remembered until}}."""
+        return self._part("settled")
+
+    @property
+    def tally_table(self) -> dict[str, Any]:
+        """{name: [{field: value}, kept until]}."""
+        return self._part("tallies")
+
     def admit(
         self, key: str, needs: dict[str, int], asks: list[list[Any]], now: float, route: bool
     ) -> tuple[float, Snapshot, list[Any] | None]:
@@ -137,7 +225,7 @@ class _Tables:
         if wait > 0:
             return wait, snap, None
         if asks:
-            short = window.budget_admit(self.spent, asks, now, self.held)
+            short = window.budget_admit(self.spent, asks, now, self.held, self._have("settled"))
             if short is not None:
                 if snap and entry is not None:
                     # Give the rate reservation back: the call is not sent.
@@ -157,7 +245,10 @@ class _Tables:
             if isinstance(entry, dict):
                 window.forgive(entry, answered)
         if s.settles:
-            window.budget_settle(self.spent, s.settles, self.held)
+            keep = any(len(x) > 4 for x in s.settles)
+            window.budget_settle(
+                self.spent, s.settles, self.held, self.settled if keep else None, now
+            )
 
     def cool(
         self,
@@ -179,14 +270,72 @@ class _Tables:
         for key in [k for k in self.keys if model_keys(k, match)]:
             del self.keys[key]
 
-    def spent_of(self, name: str) -> float:
+    def spent_of(self, name: str, now: float | None = None) -> float:
+        """What budget `name` has spent; with `now`, once reservations past it are given
+        back."""
+        if now is not None:
+            window.budget_expire(self.spent, self.held, name, now, self._have("settled"))
         return window.spent_of(self.spent, name)
+
+    def clear_budgets(self, name: str | None) -> None:
+        for table in (self.spent, self.held, self.data.get("settled")):
+            if not isinstance(table, dict):
+                continue
+            if name is None:
+                table.clear()
+            else:
+                table.pop(name, None)
+
+    def tally(self, name: str, deltas: dict[str, float], now: float) -> None:
+        table = self.tally_table
+        fields = self.tallies_of(name, now)
+        for field, delta in deltas.items():
+            total = fields.get(field, 0.0) + delta
+            if not math.isfinite(total):
+                raise ValueError(f"tally {name!r}: field {field!r} would not be a finite number")
+            fields[field] = total  # a copy: nothing is written until all are known
+        if len(table) > 1000:
+            for old in [n for n, v in table.items() if not _live(v, now)]:
+                del table[old]
+        table[name] = [fields, now + window.TALLY_TTL]
+
+    def tallies_of(self, name: str, now: float) -> dict[str, float]:
+        found: Any = (self._have("tallies") or {}).get(name)
+        if not _live(found, now):
+            return {}
+        return {f: float(v) for f, v in found[0].items() if isinstance(f, str) and window.number(v)}
+
+    def contents(self, now: float) -> dict[str, Any]:
+        for name in list(self.held):
+            window.budget_expire(self.spent, self.held, name, now, self._have("settled"))
+        return copy.deepcopy(
+            {
+                "now": now,
+                "keys": self.keys,
+                "budgets": {n: window.spent_of(self.spent, n) for n in list(self.spent)},
+                "held": self.held,
+                "tallies": sorted(
+                    n for n, v in (self._have("tallies") or {}).items() if _live(v, now)
+                ),
+            }
+        )
 
     def prune(self, now: float) -> None:
         """Forget keys with nothing left to say (every reset and pause past an hour ago)."""
         old = now - 3600
         for key in [k for k, e in self.keys.items() if _stale(e, old)]:
             del self.keys[key]
+
+
+def _live(found: Any, now: float) -> bool:
+    """A tally as kept: [fields, kept until], not past."""
+    return (
+        isinstance(found, list)
+        and len(found) == 2
+        and isinstance(found[0], dict)
+        and window.number(found[1])
+        and found[1] > now
+    )
 
 
 def _stale(entry: Entry, old: float) -> bool:
@@ -283,7 +432,19 @@ class MemoryStore(LimitStore):
         return [self.tables.keys.get(k, {}).get("c", 0.0) for k in keys]
 
     async def spent(self, name: str) -> float:
-        return self.tables.spent_of(name)
+        return self.tables.spent_of(name, time.time())
 
     async def clear(self, match: tuple[str, str] | None) -> None:
         self.tables.clear(match)
+
+    async def clear_budgets(self, name: str | None) -> None:
+        self.tables.clear_budgets(name)
+
+    async def tally(self, name: str, deltas: Mapping[str, float], now: float) -> None:
+        self.tables.tally(name, checked_tally(name, deltas), now)
+
+    async def tallies(self, name: str) -> dict[str, float]:
+        return self.tables.tallies_of(name, time.time())
+
+    async def contents(self) -> dict[str, Any]:
+        return self.tables.contents(time.time())

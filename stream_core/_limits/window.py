@@ -32,14 +32,17 @@ from typing import Any
 
 __all__ = [
     "LATE",
+    "MAX_HOLD",
     "MAX_PAUSE",
     "PERIOD",
     "POLL",
     "RESERVATION_TTL",
     "SLACK",
+    "TALLY_TTL",
     "admit",
     "bounds",
     "budget_admit",
+    "budget_expire",
     "budget_settle",
     "check",
     "forgive",
@@ -74,6 +77,14 @@ or milliseconds sent as seconds cost at most this long."""
 RESERVATION_TTL = 3600.0
 """Seconds a budget reservation is held when its call says nothing shorter: one never
 settled (its worker killed) is given back after it."""
+
+MAX_HOLD = 7 * 86_400.0
+"""Seconds: the longest a reservation made with `hold_budget` may be held (a vendor's
+batch window is 24 hours to 7 days). Settled ids are remembered this long, so a second
+settlement of the same reservation changes nothing."""
+
+TALLY_TTL = 30 * 86_400.0
+"""Seconds a tally outlives its last change."""
 
 
 class _Bounds:
@@ -260,18 +271,45 @@ def _held(v: Any) -> bool:
     return isinstance(v, list) and len(v) == 2 and number(v[0]) and number(v[1])
 
 
-def _expire(spent: dict[str, float], held: dict[str, Any], name: str, now: float) -> None:
-    """Give back the reservations on `name` that were never settled in time."""
+def budget_expire(
+    spent: dict[str, float],
+    held: dict[str, Any],
+    name: str,
+    now: float,
+    settled: dict[str, Any] | None = None,
+) -> None:
+    """Give back the reservations on `name` that were never settled in time (and forget
+    the settled ids remembered past their time)."""
     mine = held.get(name)
     if not isinstance(mine, dict):
         held.pop(name, None)
+    else:
+        for rid in [r for r, v in mine.items() if not (_held(v) and v[1] > now)]:
+            v = mine.pop(rid)
+            if _held(v):
+                spent[name] = spent_of(spent, name) - v[0]
+        if not mine:
+            del held[name]
+    if settled is None:
         return
-    for rid in [r for r, v in mine.items() if not (_held(v) and v[1] > now)]:
-        v = mine.pop(rid)
-        if _held(v):
-            spent[name] = spent_of(spent, name) - v[0]
-    if not mine:
-        del held[name]
+    done = settled.get(name)
+    if not isinstance(done, dict):
+        settled.pop(name, None)
+        return
+    for rid in [r for r, until in done.items() if not (number(until) and until > now)]:
+        del done[rid]
+    if not done:
+        del settled[name]
+
+
+def _known(rid: Any, name: str, held: dict[str, Any], settled: dict[str, Any] | None) -> bool:
+    """Whether reservation `rid` on budget `name` is held, or was settled (and is still
+    remembered): holding it again reserves nothing."""
+    for table in (held, settled):
+        mine = None if table is None else table.get(name)
+        if isinstance(mine, dict) and rid in mine:
+            return True
+    return False
 
 
 def budget_admit(
@@ -279,19 +317,22 @@ def budget_admit(
     asks: list[list[Any]],
     now: float = 0.0,
     held: dict[str, Any] | None = None,
+    settled: dict[str, Any] | None = None,
 ) -> list[Any] | None:
     """Reserve each ask ([name, cap, worst case], and optionally the reservation's id and
     seconds it is held) or none: None when all fit, else [the first name that does not,
     what is left of it]. A reservation with an id is kept in `held` until settled or
-    expired."""
+    expired; an id already held (or settled, in `settled`) is not reserved again."""
+    fresh = asks
     if held is not None:
         for ask in asks:
-            _expire(spent, held, ask[0], now)
-    for name, cap, worst, *_ in asks:
+            budget_expire(spent, held, ask[0], now, settled)
+        fresh = [a for a in asks if len(a) <= 4 or not _known(a[3], a[0], held, settled)]
+    for name, cap, worst, *_ in fresh:
         left = cap - spent_of(spent, name)
         if worst > left:
             return [name, left]
-    for ask in asks:
+    for ask in fresh:
         name, worst = ask[0], ask[2]
         spent[name] = spent.get(name, 0.0) + worst
         if held is not None and len(ask) > 4:
@@ -300,15 +341,31 @@ def budget_admit(
 
 
 def budget_settle(
-    spent: dict[str, float], settles: list[list[Any]], held: dict[str, Any] | None = None
+    spent: dict[str, float],
+    settles: list[list[Any]],
+    held: dict[str, Any] | None = None,
+    settled: dict[str, Any] | None = None,
+    now: float = 0.0,
 ) -> None:
-    """Each [name, reserved, actual] (and optionally the reservation's id): the reservation
-    becomes the exact cost; one already given back (expired) adds the exact cost only."""
-    for name, reserved, actual, *rid in settles:
-        if rid and held is not None:
+    """Each [name, reserved, actual] (and optionally the reservation's id, and seconds the
+    id is remembered as settled): the reservation becomes the exact cost; one already given
+    back (expired) adds the exact cost only. An id remembered as settled (in `settled`)
+    changes nothing: a second settlement of one reservation is a no-op."""
+    for name, reserved, actual, *rest in settles:
+        if rest and held is not None:
+            rid = rest[0]
+            keep = rest[1] if len(rest) > 1 and settled is not None else None
+            if keep is not None:
+                done = settled.get(name) if settled is not None else None
+                if isinstance(done, dict) and number(done.get(rid)) and done[rid] > now:
+                    continue  # settled before: nothing twice
             mine = held.get(name)
-            if not isinstance(mine, dict) or mine.pop(rid[0], None) is None:
+            if not isinstance(mine, dict) or mine.pop(rid, None) is None:
                 reserved = 0.0
             elif not mine:
                 del held[name]
+            if keep is not None and settled is not None:
+                if not isinstance(settled.get(name), dict):
+                    settled[name] = {}
+                settled[name][rid] = now + keep
         spent[name] = spent_of(spent, name) - reserved + actual
