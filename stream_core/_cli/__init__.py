@@ -8,6 +8,7 @@ and recording and serving vendor bodies.
     stream-core models [PROVIDER]
     stream-core serve [DIR] [--scenario [MODEL=]PATH]... [--log-requests FILE.jsonl]
                      [--host H] [--port P] [--chunk-size N] [--delay SECONDS]
+                     [--quota-requests N] [--quota-tokens N] [--quota-window SECONDS]
     stream-core record PROVIDER/MODEL "prompt" -o NAME [--base-url URL] [--api API]
                        [--system S] [--max-tokens N] [--reasoning E]
     stream-core synthesize SCRIPT --api API --out DIR [--model MODEL]
@@ -41,6 +42,7 @@ from .gateway import run as _gateway
 from .models import run as _models
 from .record import run as _record
 from .replay import run as _replay
+from .serve import add_quota_arguments as _quota_arguments
 from .serve import run as _serve
 from .synthesize import run as _synthesize
 
@@ -158,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--delay", type=_speed, default=0.0, metavar="SECONDS", help="pause before each chunk"
     )
+    _quota_arguments(serve)
 
     rec = sub.add_parser(
         "record",

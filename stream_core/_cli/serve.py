@@ -11,7 +11,27 @@ from typing import TextIO
 from ._common import usage_error
 from ._render import error
 
-__all__ = ["run"]
+__all__ = ["add_quota_arguments", "run"]
+
+
+def add_quota_arguments(serve: argparse.ArgumentParser) -> None:
+    """`--quota-requests`, `--quota-tokens`, `--quota-window`: a windowed quota for every
+    model, answered with the vendor's rate-limit headers (`testing._serve_quota`)."""
+    from ._common import positive_int, seconds_or_none
+
+    serve.add_argument(
+        "--quota-requests", type=positive_int, metavar="N",
+        help="answer at most N requests per model in each window (then the vendor's 429)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--quota-tokens", type=positive_int, metavar="N",
+        help="at most N tokens per model in each window (its text's characters / 4, plus "
+        "the output it asks for)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--quota-window", type=seconds_or_none, default=60.0, metavar="SECONDS",
+        help="the quota's window (default: %(default)g)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -32,6 +52,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         scenarios[model] = path
     if root is None and not scenarios:
         return usage_error(err, "give a folder of recordings (DIR) or --scenario")
+    quota = None
+    if args.quota_requests is not None or args.quota_tokens is not None:
+        from ..testing._serve_quota import Quota
+
+        if not args.quota_window > 0:
+            return usage_error(err, "--quota-window: must be more than 0 seconds")
+        quota = Quota(args.quota_requests, args.quota_tokens, args.quota_window)
     with contextlib.ExitStack() as stack:
         log = None
         if args.log_requests is not None:
@@ -43,6 +70,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return serve(
                 root, args.host, args.port, chunk_size=args.chunk_size, delay=args.delay,
                 out=err, scenarios=scenarios, request_log=log, allow_hosts=args.allow_host,
+                quota=quota,
             )  # fmt: skip
         except PortInUse as exc:
             error(err, str(exc.strerror))

@@ -9,8 +9,9 @@
   `.json` of a recording (`stream-core synthesize` writes them to a folder).
 - `fake_vendor(root, scenarios=...)` / `stream-core serve DIR --scenario MODEL=PATH`: a fake
   vendor on loopback answering from recordings or scripted turns, by model name or in turn
-  per model, with the latest requests kept (`server.requests`); `stream-core record ...`:
-  new recordings from live calls.
+  per model, with the latest requests kept (`server.requests`), and with `quota=Quota(...)`
+  windowed quotas answered with the vendor's rate-limit headers and 429s;
+  `stream-core record ...`: new recordings from live calls.
 - The pytest plugin (installed with the package): the fixtures `faux_model`,
   `replay_client` and `fake_vendor`, and, with `pip install stream-core[testing]`, the
   contract suite: `pytest --stream-core-provider=my_pkg.my_provider
@@ -34,6 +35,7 @@ from ._faux import (
 from ._faux_tools import faux_content, faux_server_message, faux_server_tool, faux_web_search
 from ._replay import ReplayClient, load_recording, replay_client, replay_sequence
 from ._serve import ANY_MODEL, FakeVendor, ServedRequest, fake_vendor, load_scenario
+from ._serve_quota import Quota
 from ._synthesize import Synthesized, vendor_bytes
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "FakeVendor",
     "FauxModel",
     "FauxTurn",
+    "Quota",
     "ReplayClient",
     "ServedRequest",
     "Synthesized",

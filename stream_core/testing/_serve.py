@@ -60,6 +60,7 @@ from ._serve_guard import (
     HostRule,
     model_in,
 )
+from ._serve_quota import QuotaBook, QuotaSpec
 from ._synthesize import vendor_bytes
 
 __all__ = [
@@ -170,8 +171,10 @@ class FakeVendor(ThreadingHTTPServer):
         allow_hosts: Sequence[str] = (),
         batch_delay: float = 0.0,
         batch_expiry: float | None = None,
+        quota: QuotaSpec = None,
     ) -> None:
         self.read_timeout = read_timeout
+        self.quota = QuotaBook(quota)  # windows and rate-limit headers: `_serve_quota`
         self.batches = BatchBackend(self, delay=batch_delay, expiry=batch_expiry)
         """Batch and file endpoints' state (`_batch_serve`): batches end `batch_delay`
         seconds after they are created; with `batch_expiry` shorter, they expire."""
@@ -360,6 +363,7 @@ def fake_vendor(
     allow_hosts: Sequence[str] = (),
     batch_delay: float = 0.0,
     batch_expiry: float | None = None,
+    quota: QuotaSpec = None,
 ) -> FakeVendor:
     """A fake vendor serving from a daemon thread; `with` it (or call `stop()`) to end it.
 
@@ -374,14 +378,16 @@ def fake_vendor(
     names its host (`"*"`: any; for a server other machines or containers reach).
     Each vendor's batch and file endpoints are answered too (`server.batches`): a batch
     ends `batch_delay` seconds after it is created, its requests answered from the
-    scenarios in turn; with `batch_expiry` shorter than that, they expire.
+    scenarios in turn; with `batch_expiry` shorter than that, they expire. `quota` (a
+    `Quota`, or model -> `Quota`) counts each model's requests and tokens in windows,
+    answering with the vendor's rate-limit headers, and its 429 once over (`_serve_quota`).
     """
     if root is None and not scenarios:
         raise ValueError("fake_vendor needs a folder of recordings or scenarios")
     server = FakeVendor(
         root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay, log=log,
         request_log=request_log, read_timeout=read_timeout, allow_hosts=allow_hosts,
-        batch_delay=batch_delay, batch_expiry=batch_expiry,
+        batch_delay=batch_delay, batch_expiry=batch_expiry, quota=quota,
     )  # fmt: skip
     server.start()
     return server
@@ -482,8 +488,9 @@ class _Handler(BaseHTTPRequestHandler):
             match = MODEL_IN_PATH.search(self.path.split("?", 1)[0])
             model = unquote(match.group(1)) if match else ""
         server = self.server
+        limits = server.quota.charge(self.command, path, model, raw)
         try:
-            status, label, body, meta, _ = server.pick(path, model)
+            status, label, body, meta, _ = limits.refusal or server.pick(path, model)
         except Exception as exc:  # a recording that cannot be read: an answer, not a drop
             text = f"fake vendor: cannot answer {model!r}: {type(exc).__name__}: {exc}"
             status, label = 500, "fake vendor error"
@@ -499,7 +506,7 @@ class _Handler(BaseHTTPRequestHandler):
         del raw
         if meta.get(OURS):
             server.note(f"{self.command} {path} model={model!r} -> {status} ({label})")
-            self._send_json(status, body)
+            self._send_json(status, body, limits.headers)
             return
         server.note(f"{self.command} {path} model={model!r} -> {label} {status}")
         media = media_type(body, meta)
@@ -507,6 +514,8 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in (meta.get("headers") or {}).items():
             if key.lower() in _SAFE_HEADERS and key.lower() != "content-type":
                 self.send_header(key, str(value))
+        for key, value in limits.headers:
+            self.send_header(key, value)
         self.send_header("content-type", media)
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
@@ -522,8 +531,10 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away mid-body: fine
 
-    def _send_json(self, status: int, data: bytes) -> None:
+    def _send_json(self, status: int, data: bytes, headers: Sequence[Any] = ()) -> None:
         self.send_response(status)
+        for key, value in headers:
+            self.send_header(key, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         if self.close_connection:
@@ -549,11 +560,12 @@ def serve(
     scenarios: Mapping[str, ScenarioSource] | None = None,
     request_log: TextIO | None = None,
     allow_hosts: Sequence[str] = (),
+    quota: QuotaSpec = None,
 ) -> int:
     try:
         server = FakeVendor(
             root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay,
-            log=out, request_log=request_log, allow_hosts=allow_hosts,
+            log=out, request_log=request_log, allow_hosts=allow_hosts, quota=quota,
         )  # fmt: skip
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
