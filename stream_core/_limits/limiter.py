@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 
 from .._errors import KEPT_LIMIT
-from . import holds, redact, window
+from . import holds, redact, stores, window
 from .file_store import FileStore
 from .flow import Flow
-from .stores import LimitSettlement, LimitStore, MemoryStore, checked_tally, model_keys
+from .stores import LimitSettlement, LimitStore, MemoryStore, TallyOverflow, model_keys
 from .view import LimitsView, build
 from .window import Snapshot
 
@@ -473,27 +473,30 @@ async def tally(name: str, **deltas: float) -> None:
     days after its last change (`window.TALLY_TTL`). While the shared store cannot be
     reached the count is kept in this process instead (said once in the log): it does
     not reach the shared tally."""
-    checked = checked_tally(name, deltas)
+    checked = stores.checked_tally(name, deltas)
     if not checked:
         return
     now = time.time()
 
-    async def run(store: LimitStore) -> None:
-        await store.tally(name, checked, now)
+    async def run(store: LimitStore) -> TallyOverflow | None:
+        try:
+            await store.tally(name, checked, now)
+        except TallyOverflow as exc:
+            return exc  # the caller's numbers, not the store, are at fault
+        return None
 
     store = config.store
     if store is not config.local and not _has(store, "tally"):
         store = config.local
-    if store is config.local:
-        await run(store)
-        return
-    await _shared("tally", run)
+    found = await run(store) if store is config.local else (await _shared("tally", run))[0]
+    if found is not None:
+        raise found
 
 
 async def tallies(name: str) -> dict[str, float]:
     """The fields of the shared tally `name` ({} when there is none). Raises
     `ConnectionError` when the shared store that keeps it cannot be reached."""
-    checked_tally(name, {})
+    stores.checked_tally(name, {})
 
     async def run(store: LimitStore) -> dict[str, float]:
         return await store.tallies(name)
@@ -506,17 +509,16 @@ async def tallies(name: str) -> dict[str, float]:
 
 
 async def hold_budget(asks: list[tuple[str | None, float, str, float]]) -> list[Any] | None:
-    """Reserve budget for work billed later (a vendor batch), all asks or none: each ask
+    """Reserve budget for work billed later (a vendor batch), all asks or none. Each ask
     is (the budget's name, None for `configure_limits(budget_usd=...)`'s; the worst case
-    in USD; an id of your choosing, 1 to 200 characters; the seconds it is held, at most
-    `window.MAX_HOLD`, 7 days). Returns None when all fit, else [the first budget that does
-    not ("budget_usd" for the global one), USD left in it]. A reservation is held in the
-    configured store, for every process sharing it, until `settle_budget` settles it, or
-    is given back when its time passes (its settler killed). Holding an id already held
-    or settled reserves nothing again (a process restarted may hold again safely). An ask
-    on the global budget while none is configured holds nothing; a name no
-    `configure_limits(budgets=...)` set is a `ValueError`. Raises `ConnectionError` when
-    the shared store cannot be reached: a budget is never spent where it cannot count."""
+    in USD; an id of yours, 1 to 200 characters; seconds held, at most 7 days,
+    `window.MAX_HOLD`). Returns None when all fit, else [the first budget that does not
+    ("budget_usd": the global one), USD left]. Held in the configured store, for every
+    process sharing it, until `settle_budget` settles it or its time passes (its settler
+    killed). An id already held or settled is not reserved again (a restarted process may
+    hold again). An ask on the global budget while none is configured holds nothing; an
+    unknown name is a `ValueError`. `ConnectionError` when the shared store cannot be
+    reached: a budget is never spent where it cannot be counted."""
     made = holds.hold_asks(asks, config.budget_usd, config.budgets, GLOBAL_BUDGET)
     if not made or not config.enabled:
         return None
@@ -531,11 +533,10 @@ async def hold_budget(asks: list[tuple[str | None, float, str, float]]) -> list[
 
 async def settle_budget(settles: list[tuple[str | None, float, float, str]]) -> None:
     """Settle reservations `hold_budget` made, from any process sharing the store: each
-    is (the budget's name or None, the USD reserved, the actual cost, the reservation's
-    id). The reservation becomes the actual cost; one already given back (expired) adds
-    the actual cost. Settling an id again changes nothing (ids settled are remembered
-    `window.MAX_HOLD`, 7 days), so a settlement may be retried. Raises `ConnectionError`
-    when the shared store cannot be reached (nothing settled: try again later)."""
+    is (the budget's name or None, USD reserved, the actual cost, the id). The reservation
+    becomes the actual cost; one already given back (expired) adds the actual cost. A
+    second settlement of an id changes nothing (settled ids are remembered 7 days), so it
+    may be retried. `ConnectionError` when the shared store cannot be reached."""
     made = holds.settle_items(settles, config.budget_usd, config.budgets, GLOBAL_BUDGET)
     if not made or not config.enabled:
         return

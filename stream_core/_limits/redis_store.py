@@ -26,7 +26,7 @@ import anyio
 from .._transport import _spawn_detached
 from . import redact, window
 from .redis_scripts import ADMIT, COOL, SETTLE, SPEND, SPENT, TALLY
-from .stores import LimitSettlement, LimitStore, checked_tally
+from .stores import LimitSettlement, LimitStore, TallyOverflow, checked_tally
 from .window import LATE, Snapshot
 
 __all__ = ["RedisStore"]
@@ -310,7 +310,12 @@ class RedisStore(LimitStore):
         args = [str(int(window.TALLY_TTL))]
         for field, delta in checked.items():
             args += [field, repr(delta)]
-        await self._run(5, [f"{self.prefix}:t:{name}"], args)
+        try:
+            await self._run(5, [f"{self.prefix}:t:{name}"], args)
+        except Exception as exc:
+            if "not be a finite number" in str(exc):
+                raise TallyOverflow(f"tally {name!r}: a sum would not be a finite number") from None
+            raise
 
     async def tallies(self, name: str) -> dict[str, float]:
         found = await self._call("hgetall", f"{self.prefix}:t:{name}")

@@ -27,6 +27,7 @@ __all__ = [
     "LimitSettlement",
     "LimitStore",
     "MemoryStore",
+    "TallyOverflow",
     "checked_tally",
     "model_keys",
 ]
@@ -36,6 +37,10 @@ MAX_NAME = 200
 
 MAX_FIELDS = 64
 """The most fields one `tally` call adds to."""
+
+
+class TallyOverflow(ValueError):
+    """A tally's sum would not be a finite number: nothing was added (the store is fine)."""
 
 
 def _name(x: Any, what: str) -> str:
@@ -292,7 +297,7 @@ class _Tables:
         for field, delta in deltas.items():
             total = fields.get(field, 0.0) + delta
             if not math.isfinite(total):
-                raise ValueError(f"tally {name!r}: field {field!r} would not be a finite number")
+                raise TallyOverflow(f"tally {name!r}: field {field!r} would not be a finite number")
             fields[field] = total  # a copy: nothing is written until all are known
         if len(table) > 1000:
             for old in [n for n, v in table.items() if not _live(v, now)]:
