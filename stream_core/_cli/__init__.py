@@ -14,6 +14,8 @@ and recording and serving vendor bodies.
     stream-core synthesize SCRIPT --api API --out DIR [--model MODEL]
     stream-core gateway (--config FILE | --model [NAME=]PROVIDER/MODEL...) [--port P]
                         [--host H] [--workers N] [--base-url URL]; gateway hash-key
+    stream-core progress NAME --store URL [--total N] [--watch SECONDS]
+    stream-core cost RESULTS.jsonl [--json]
     stream-core --version
 
 This module is the argument parser and `main` only; each command is its own module, and
@@ -36,10 +38,14 @@ from ._common import positive_int as _positive_int
 from ._common import seconds_or_none as _speed
 from ._common import usage_error
 from .chat import run as _chat
+from .cost import add_parser as _cost_parser
+from .cost import run as _cost
 from .demo import run as _demo
 from .gateway import add_parser as _gateway_parser
 from .gateway import run as _gateway
 from .models import run as _models
+from .progress import add_parser as _progress_parser
+from .progress import run as _progress
 from .record import run as _record
 from .replay import run as _replay
 from .serve import add_quota_arguments as _quota_arguments
@@ -57,6 +63,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "record": _record,
     "synthesize": _synthesize,
     "gateway": _gateway,
+    "progress": _progress,
+    "cost": _cost,
 }
 
 
@@ -200,6 +208,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     models.add_argument("provider", nargs="?", metavar="PROVIDER", help="only this provider")
     _gateway_parser(sub)
+    _progress_parser(sub)
+    _cost_parser(sub)
     return parser
 
 
@@ -243,5 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     parser.print_usage(err)
     return usage_error(
-        err, "choose a command: demo, replay, chat, models, serve, record, synthesize or gateway"
+        err,
+        "choose a command: demo, replay, chat, models, serve, record, synthesize, gateway, "
+        "progress or cost",
     )
