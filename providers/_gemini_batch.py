@@ -7,10 +7,10 @@ Files API first (resumable protocol: `POST {root}/upload/v1beta/files` with `sta
 the bytes to the upload URL with `upload, finalize`; the file's name is recorded before
 the batch is created). `batch.displayName` is our tag: `find` matches it.
 
-The batch is a long-running operation named `batches/{id}` (the id is ours): `metadata` holds the batch
-(`state`: `BATCH_STATE_*`, or `JOB_STATE_*` as some versions say; `batchStats` with int64
-counts as strings; `output`), `response` the same output once done. Results are
-`output.inlinedResponses.inlinedResponses[]` (`{response | error, metadata.key}`) or
+The batch is a long-running operation named `batches/{id}` (its id is `{id}`): `metadata`
+holds the batch (`state`: `BATCH_STATE_*`, or `JOB_STATE_*` as some versions say;
+`batchStats` with int64 counts as strings; `output`), `response` the same output once done.
+Results are `output.inlinedResponses.inlinedResponses[]` (`{response | error, metadata.key}`) or
 `output.responsesFile` (`files/...`, read at `{root}/download/v1beta/{file}:download?alt=
 media`, `{key, response | error}` a line). Both are in input order, so a line without its
 key is the request at its place (the recorded custom ids); an error is a
