@@ -16,6 +16,8 @@ and recording and serving vendor bodies.
                         [--host H] [--workers N] [--base-url URL]; gateway hash-key
     stream-core progress NAME --store URL [--total N] [--watch SECONDS]
     stream-core cost RESULTS.jsonl [--json]
+    stream-core limits (show [--json] | clear [--model P/M] [--budgets | --budget NAME]
+                       [--yes]) --store URL [--prefix P]
     stream-core --version
 
 This module is the argument parser and `main` only; each command is its own module, and
@@ -43,6 +45,8 @@ from .cost import run as _cost
 from .demo import run as _demo
 from .gateway import add_parser as _gateway_parser
 from .gateway import run as _gateway
+from .limits import add_parser as _limits_parser
+from .limits import run as _limits
 from .models import run as _models
 from .progress import add_parser as _progress_parser
 from .progress import run as _progress
@@ -65,6 +69,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "gateway": _gateway,
     "progress": _progress,
     "cost": _cost,
+    "limits": _limits,
 }
 
 
@@ -210,6 +215,7 @@ def _parser() -> argparse.ArgumentParser:
     _gateway_parser(sub)
     _progress_parser(sub)
     _cost_parser(sub)
+    _limits_parser(sub)
     return parser
 
 
