@@ -17,10 +17,10 @@ from typing import Any
 
 import anyio
 
-from .._errors import KEPT_LIMIT
 from . import holds, redact, stores, window
 from .file_store import FileStore
 from .flow import Flow
+from .keys import known_key, limit_key
 from .stores import LimitSettlement, LimitStore, MemoryStore, TallyOverflow, model_keys
 from .view import LimitsView, build
 from .window import Snapshot
@@ -40,6 +40,7 @@ __all__ = [
     "flow",
     "hold_budget",
     "inspect_limits",
+    "known_key",
     "limit_key",
     "settle",
     "settle_budget",
@@ -198,43 +199,6 @@ def flow(key: str) -> Flow:
     if found is None:
         found = _flows[key] = Flow()
     return found
-
-
-_endpoints: dict[str, tuple[str, str]] = {}
-"""Each base URL that carries a credential: (without it, the credential)."""
-
-
-_known: dict[tuple[str, str, str | None, str], str] = {}
-"""The keys worked out in this process, by what they were made of."""
-
-
-def known_key(parts: tuple[str, str, str | None, str]) -> str | None:
-    """The key `limit_key(*parts)` made before in this process, else None."""
-    return _known.get(parts)
-
-
-def limit_key(provider: str, base_url: str, secret: str | None, model: str) -> str:
-    """The key a call is limited under. No part of a credential is in it: the API key
-    only as a slow salted hash (`redact.digest`, worked out once per process), the base
-    URL without userinfo or credential query parameters (folded into the hash, so two
-    credentials are still two keys)."""
-    parts = (provider, base_url, secret, model)
-    if "@" in base_url or "?" in base_url or "#" in base_url:
-        found = _endpoints.get(base_url)
-        if found is None:
-            found = redact.without_credentials(base_url)
-            if len(_endpoints) >= KEPT_LIMIT:
-                _endpoints.clear()
-            _endpoints[base_url] = found
-        base_url, taken = found
-        if taken:
-            secret = f"{secret or ''}\n{taken}"
-    digest = redact.digest(secret) if secret else "-"
-    key = f"{provider}|{base_url}|{digest}|{model}"
-    if len(_known) >= KEPT_LIMIT:
-        _known.clear()
-    _known[parts] = key
-    return key
 
 
 # --- tickets: one admitted attempt ---------------------------------------------------------
@@ -581,15 +545,24 @@ async def clear_limits(model: Any = None, *, budgets: bool | str = False) -> Non
     this process. Budgets are kept, unless `budgets=True` (every budget's spend and
     reservations are forgotten too) or `budgets="name"` (that budget's; "budget_usd" is
     `configure_limits(budget_usd=...)`'s). For a key a vendor froze with a bad
-    `Retry-After`, after the vendor raised your limits, or to start a budget over."""
+    `Retry-After`, after the vendor raised your limits, or to start a budget over.
+    `ConnectionError` when the shared store cannot be reached."""
     if not isinstance(budgets, bool) and not (isinstance(budgets, str) and budgets):
         raise TypeError(f"budgets must be True, False or a budget's name, not {budgets!r}")
     match = None if model is None else (str(model.provider), str(model.id))
     for store in {id(config.local): config.local, id(config.store): config.store}.values():
-        with anyio.fail_after(max(config.timeout, 5.0)):
-            await store.clear(match)
-            if budgets is not False:
-                await store.clear_budgets(None if budgets is True else budgets)
+        try:
+            with anyio.fail_after(max(config.timeout, 5.0)):
+                await store.clear(match)
+                if budgets is not False:
+                    await store.clear_budgets(None if budgets is True else budgets)
+        except Exception as exc:
+            if store is config.local:
+                raise
+            raise ConnectionError(
+                f"limit store {redact.scrubbed(store.name)} cannot be cleared "
+                f"({type(exc).__name__})"
+            ) from None
     for key, found in list(_flows.items()):
         if model_keys(key, match):
             found.reset()  # its waiters go on: the key is open
