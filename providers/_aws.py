@@ -23,7 +23,7 @@ import hmac
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 
@@ -143,7 +143,8 @@ def sign_request(
     """Add `x-amz-date` (and `x-amz-security-token`) and the `authorization` header to
     `request`, signing its method, path, query, host and those headers, and its exact body;
     returns the signature. Path segments are encoded a second time, as every AWS service
-    but S3 expects."""
+    but S3 expects; for `service="s3"` the path is encoded once and the body's hash is sent
+    and signed as `x-amz-content-sha256`, as S3 requires."""
     when = (now or _utcnow()).astimezone(datetime.UTC)
     stamp = when.strftime("%Y%m%dT%H%M%SZ")
     day = stamp[:8]
@@ -157,8 +158,14 @@ def sign_request(
     }
     if credentials.session_token:
         signed["x-amz-security-token"] = credentials.session_token
+    body_hash = hashlib.sha256(request.content).hexdigest()
+    raw_path = request.url.raw_path.split(b"?", 1)[0].decode("ascii") or "/"
+    if service == "s3":
+        headers["x-amz-content-sha256"] = signed["x-amz-content-sha256"] = body_hash
+        path = quote(unquote(raw_path), safe="/~")
+    else:
+        path = quote(raw_path, safe="/~")
     names = ";".join(sorted(signed))
-    path = quote(request.url.raw_path.split(b"?", 1)[0].decode("ascii") or "/", safe="/~")
     query = "&".join(
         sorted(
             f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
@@ -172,7 +179,7 @@ def sign_request(
             query,
             "".join(f"{k}:{' '.join(signed[k].split())}\n" for k in sorted(signed)),
             names,
-            hashlib.sha256(request.content).hexdigest(),
+            body_hash,
         ]
     )
     scope = f"{day}/{region}/{service}/aws4_request"
