@@ -56,7 +56,7 @@ class HttpSession:
         settings: BatchSettings,
         journal: Journal | None,
         part: int | None,
-        recorded: Mapping[str, Any] | None = None,
+        recorded: dict[str, Any] | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self.wire = wire
@@ -65,7 +65,9 @@ class HttpSession:
         self.settings = settings
         self._journal = journal
         self._part = part
-        self._recorded: dict[str, Any] = dict(recorded or {})
+        # The part's own dict, shared: what a step records is seen by the part's later
+        # sessions in this process as well as (through the journal) after a restart.
+        self._recorded: dict[str, Any] = recorded if recorded is not None else {}
         self._client = client
         self._headers: dict[str, str] | None = None
         self._api_key: str | None = None

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["list_jobs", "open_job", "recover", "resubmit", "submit", "vendor_batches"]
 
 _HOLD_SECONDS = 3 * 24 * 3600.0
-"""A batch's budget hold lasts past the longest vendor window (Bedrock's 72 h job
-timeout) unless settled; a hold never settled is given back then."""
+"""A batch's budget hold lasts past the longest default vendor window (Bedrock's 72 h job
+timeout), or a day past `BatchSettings.window_hours` when that is longer, unless settled;
+a hold never settled is given back then."""
 
 
 async def submit(
@@ -79,7 +80,7 @@ async def submit(
             held: list[tuple[PartPlan, str]] = []
             try:
                 for part in parts:
-                    hold = await _hold(job_name, part)
+                    hold = await _hold(job_name, part, settings)
                     if hold is not None:
                         held.append((part, hold))
                     journal.record(
@@ -135,7 +136,7 @@ def _budgets(part: PartPlan) -> list[str | None]:
     return names
 
 
-async def _hold(job: str, part: PartPlan) -> str | None:
+async def _hold(job: str, part: PartPlan, settings: BatchSettings) -> str | None:
     """Reserve the part's worst case against the budgets it draws on; None when none."""
     from stream_core._limits import limiter
 
@@ -143,7 +144,8 @@ async def _hold(job: str, part: PartPlan) -> str | None:
     if not names:
         return None
     rid = f"batch|{job}|{part.tag}|{part.worst_usd!r}"
-    short = await limiter.hold_budget([(n, part.worst_usd, rid, _HOLD_SECONDS) for n in names])
+    seconds = max(_HOLD_SECONDS, (settings.window_hours or 0) * 3600.0 + 24 * 3600.0)
+    short = await limiter.hold_budget([(n, part.worst_usd, rid, seconds) for n in names])
     if short is not None:
         name, left = short[0], short[1]
         said = "the budget" if name in (None, limiter.GLOBAL_BUDGET) else f"budget {name!r}"
@@ -290,7 +292,7 @@ async def resubmit(job: BatchJob) -> int:
                 options=job._options_for(part), headers=part.headers, endpoint=part.endpoint,
                 ids=[cid for _, cid in expired], worst_usd=share,
             )  # fmt: skip
-            hold = await _hold(state.name, plan) if part.budgets else None
+            hold = await _hold(state.name, plan, job.settings) if part.budgets else None
             journal.record(
                 "part", part=n, tag=plan.tag, model=_safe_model(part.model),
                 headers=part.headers, endpoint=part.endpoint, count=len(expired), worst=share,

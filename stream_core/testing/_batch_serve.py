@@ -25,8 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from .._types import AssistantMessage, Context, UserMessage
 from ._batch_hold import Holds
 
@@ -312,28 +310,21 @@ _STREAM_PATH = {
 
 
 def read_answer(server: FakeVendor, api: str, model: str) -> AssistantMessage:
-    """The model's next scripted answer as the provider of `api` reads it."""
-    from .._cli._common import replay_body
+    """The model's next scripted answer as the provider of `api` reads it (through the
+    sync facade's own loop: callable from the fake's threads and from a running loop)."""
     from .._models import Model
-    from .._registry import get_provider
+    from .._options import StreamOptions
+    from .._sync import complete_sync
+    from ._replay import replay_client
 
     status, _, body, meta, _ = server.pick(_STREAM_PATH.get(api, "/v1/messages"), model)
-    wire = get_provider(api).wire
-    assert wire is not None
     base = "http://fake-vendor.invalid" + ("/v1" if api != "anthropic-messages" else "")
     m = Model(id=model, api=api, provider="fake", base_url=base)
     context = Context(messages=[UserMessage(content="batch")])
     headers = {str(k): str(v) for k, v in (meta.get("headers") or {}).items()}
-
-    def sink(event: Any) -> None:
-        return None
-
-    async def run() -> AssistantMessage:
-        return await replay_body(
-            m, context, body, api_key="fake", sink=sink, status=status, headers=headers
-        )
-
-    return anyio.run(run)
+    client = replay_client(body, status=status, headers=headers)
+    options = StreamOptions(client=client, api_key="fake", max_retries=0)
+    return complete_sync(m, context, options)
 
 
 _ROUTE_MODULES = ("anthropic", "openai", "gemini", "vertex", "mistral", "bedrock")
