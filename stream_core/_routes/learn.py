@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._limits import limiter
+from .._transport import _spawn_detached
 from .._types import AssistantMessage, Attempt
 from .._usage import ErrorKind, StreamError
 from . import primary
@@ -107,7 +108,9 @@ async def share(route: Route, pending: Pending) -> None:
     and its deadline (for a failure, the store's deadline replaces this process's)."""
     d, key, change, count = pending
     if count:
-        await primary.tally_served(route, d)
+        # A report, not a decision: written on a task of its own, never in the call's way
+        # nor ahead of the cooldown write below.
+        _spawn_detached(lambda: primary.tally_served(route, d))
     if key is None:
         return
     found = await limiter.share_cool(key, **change)
