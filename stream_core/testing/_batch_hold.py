@@ -10,7 +10,8 @@ a step of its own choosing, and kill it there.
 `when="before"`: the request is held before the vendor handles it (an upload in flight:
 nothing stored yet); `"after"`: once handled, before its answer is written (a create the
 vendor accepted and bills, whose id the client never reads). A hold stops the first
-request that matches, once; later ones pass. A held request waits at most `timeout`
+request that matches, once; later ones pass. `drop()` ends it unanswered instead (held
+`before`: never handled, as an upload cut by a kill). A held request waits at most `timeout`
 seconds, then goes on, so a test that forgets to release never hangs the server.
 """
 
@@ -21,9 +22,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["Hold", "Holds"]
+__all__ = ["Dropped", "Hold", "Holds"]
 
 When = Literal["before", "after"]
+
+
+class Dropped(ConnectionAbortedError):
+    """A held request dropped (`Hold.drop`): the server closes its connection unanswered,
+    as when a client dies before its request was read whole (nothing is handled)."""
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Hold:
     released: threading.Event = field(default_factory=threading.Event)
     path: str | None = None
     """The path of the request it stopped."""
+    dropped: bool = False
 
     def wait(self, timeout: float = 30.0) -> bool:
         """Wait until the request it stops has arrived; False when none did in `timeout`."""
@@ -46,6 +53,11 @@ class Hold:
 
     def release(self) -> None:
         """Let the held request go on (its client may be gone: its answer is then lost)."""
+        self.released.set()
+
+    def drop(self) -> None:
+        """End the held request unanswered; held `before`, it is never handled."""
+        self.dropped = True
         self.released.set()
 
 
@@ -94,3 +106,5 @@ class Holds:
         hold.path = path
         hold.arrived.set()
         hold.released.wait(hold.timeout)
+        if hold.dropped:
+            raise Dropped(f"{method} {path}: dropped by a test's hold")
