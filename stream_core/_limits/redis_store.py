@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 import threading
 import time
 import weakref
@@ -25,7 +24,10 @@ import anyio
 
 from .._transport import _spawn_detached
 from . import redact, window
-from .redis_scripts import ADMIT, COOL, SETTLE, SPEND, SPENT, TALLY
+from .redis_scripts import ADMIT, COOL, SETTLE, SPENT, TALLY
+from .redis_view import glob as _glob
+from .redis_view import read_contents
+from .redis_view import spend as _spend
 from .stores import LimitSettlement, LimitStore, TallyOverflow, checked_tally
 from .window import LATE, Snapshot
 
@@ -40,14 +42,6 @@ _SCRIPTS = (ADMIT, SETTLE, COOL, SPENT, TALLY)
 
 _SCANNED = 100_000
 """The most keys `contents` reads: a store holding more is shown in part."""
-
-
-def _spend(raw: Any, longest: int = 64) -> float:
-    """A spend (or a tally's field, `longest` 512) as kept: anything but a plain decimal
-    number is 0, as the scripts read it (`spent`)."""
-    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw or "")
-    found = float(text) if len(text) < longest and SPEND.fullmatch(text) else 0.0
-    return found if window.number(found) else 0.0
 
 
 def _reply(raw: Any) -> list[Any]:
@@ -72,11 +66,6 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _glob(text: str) -> str:
-    """`text` matched literally in a SCAN pattern."""
-    return re.sub(r"([*?\\[\]])", r"\\\1", text)
 
 
 async def _close_at_loop_end(client: Any) -> None:
@@ -357,8 +346,6 @@ class RedisStore(LimitStore):
                 await self._call("delete", *found[i : i + 500])
 
     async def contents(self) -> dict[str, Any]:
-        from .redis_view import read_contents
-
         return await read_contents(self)
 
     async def aclose(self) -> None:

@@ -5,21 +5,36 @@ written, no reservation is given back here (the next admission does that)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from . import window
+from .redis_scripts import SPEND
 
 if TYPE_CHECKING:
     from .redis_store import RedisStore
 
-__all__ = ["read_contents"]
+__all__ = ["glob", "read_contents", "spend"]
 
 _MAX_STATE = 1 << 20
 """Bytes: a key's state is a few hundred; a longer one is not read."""
 
 _MAX_HELD = 10_000
 """The most reservations read per budget."""
+
+
+def glob(text: str) -> str:
+    """`text` matched literally in a SCAN pattern."""
+    return re.sub(r"([*?\\[\]])", r"\\\1", text)
+
+
+def spend(raw: Any, longest: int = 64) -> float:
+    """A spend (or a tally's field, `longest` 512) as kept: anything but a plain decimal
+    number is 0, as the scripts read it (`spent`)."""
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw or "")
+    found = float(text) if len(text) < longest and SPEND.fullmatch(text) else 0.0
+    return found if window.number(found) else 0.0
 
 
 def _text(raw: Any) -> str:
@@ -38,12 +53,10 @@ async def _now(store: RedisStore) -> float:
 
 async def read_contents(store: RedisStore) -> dict[str, Any]:
     """`LimitStore.contents` of `store` (see there)."""
-    from .redis_store import _glob, _spend
-
     prefix = store.prefix
     head = len(prefix) + 1
     parts: dict[str, list[str]] = {"k": [], "b": [], "r": [], "t": []}
-    for key in await store._scan(f"{_glob(prefix)}:*"):
+    for key in await store._scan(f"{glob(prefix)}:*"):
         kind, sep = key[head : head + 1], key[head + 1 : head + 2]
         if sep == ":" and kind in parts:
             parts[kind].append(key[head + 2 :])
@@ -67,7 +80,7 @@ async def read_contents(store: RedisStore) -> dict[str, Any]:
         batch = spent_of[i : i + 500]
         found = await store._get([f"{prefix}:b:{n}" for n in batch])
         for name, raw in zip(batch, found, strict=True):
-            budgets[name] = max(_spend(raw), 0.0)
+            budgets[name] = max(spend(raw), 0.0)
     held: dict[str, Any] = {}
     for name in parts["r"]:
         try:
