@@ -92,6 +92,10 @@ async def test_a_hold_never_settled_is_given_back_and_settles_once_later(
     assert await hold_budget([(None, 0.6, "job-k", 0.3)]) is None
     assert await budget_spent() == pytest.approx(0.6)
     await anyio.sleep(0.4)  # its time passes: its settler was killed
+    view = await inspect_limits()  # a look: given back already in what it shows
+    assert [(b.spent, b.reservations) for b in view.budgets if b.name == "budget_usd"] == [
+        (0.0, [])
+    ]
     assert await budget_spent() == pytest.approx(0.0)
     # The vendor billed it after all: the settlement adds the actual cost, once.
     await settle_budget([(None, 0.6, 0.2, "job-k")])

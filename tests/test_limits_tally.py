@@ -103,6 +103,7 @@ async def test_a_redis_tally_is_one_hash_kept_thirty_days(redis_url: str) -> Non
         # A key of another type under the name is replaced.
         client.delete(key)
         client.set(key, "not a hash")
+        assert await tallies("eval:7") == {}
         await tally("eval:7", done=1)
         assert await tallies("eval:7") == {"done": 1.0}
     finally:

@@ -307,7 +307,12 @@ class RedisStore(LimitStore):
             raise
 
     async def tallies(self, name: str) -> dict[str, float]:
-        found = await self._call("hgetall", f"{self.prefix}:t:{name}")
+        try:
+            found = await self._call("hgetall", f"{self.prefix}:t:{name}")
+        except Exception as exc:
+            if "WRONGTYPE" in str(exc):
+                return {}  # not a tally: the next `tally` replaces it
+            raise
         if not isinstance(found, dict):
             return {}
         out = {}

@@ -96,8 +96,12 @@ async def read_contents(store: RedisStore) -> dict[str, Any]:
                 amount = float(rid.rpartition("|")[2])
             except ValueError:
                 continue
-            if window.number(amount) and window.number(score):
+            if not (window.number(amount) and window.number(score)):
+                continue
+            if score > now:
                 mine[rid] = [amount, float(score)]
+            elif amount > 0 and name in budgets:  # given back at the next admission
+                budgets[name] = max(budgets[name] - amount, 0.0)
         if mine:
             held[name] = mine
             budgets.setdefault(name, 0.0)
