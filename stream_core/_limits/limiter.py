@@ -475,7 +475,7 @@ async def tallies(name: str) -> dict[str, float]:
 async def hold_budget(asks: list[tuple[str | None, float, str, float]]) -> list[Any] | None:
     """Reserve budget for work billed later (a vendor batch), all asks or none. Each ask
     is (the budget's name, None for `configure_limits(budget_usd=...)`'s; the worst case
-    in USD; an id of yours, 1 to 200 characters; seconds held, at most 7 days,
+    in USD; an id of yours, 1 to 200 characters; seconds held, at most 14 days,
     `window.MAX_HOLD`). Returns None when all fit, else [the first budget that does not
     ("budget_usd": the global one), USD left]. Held in the configured store, for every
     process sharing it, until `settle_budget` settles it or its time passes (its settler
@@ -499,7 +499,7 @@ async def settle_budget(settles: list[tuple[str | None, float, float, str]]) -> 
     """Settle reservations `hold_budget` made, from any process sharing the store: each
     is (the budget's name or None, USD reserved, the actual cost, the id). The reservation
     becomes the actual cost; one already given back (expired) adds the actual cost. A
-    second settlement of an id changes nothing (settled ids are remembered 7 days), so it
+    second settlement of an id changes nothing (settled ids are remembered 14 days), so it
     may be retried. `ConnectionError` when the shared store cannot be reached."""
     made = holds.settle_items(settles, config.budget_usd, config.budgets, GLOBAL_BUDGET)
     if not made or not config.enabled:

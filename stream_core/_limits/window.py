@@ -78,10 +78,10 @@ RESERVATION_TTL = 3600.0
 """Seconds a budget reservation is held when its call says nothing shorter: one never
 settled (its worker killed) is given back after it."""
 
-MAX_HOLD = 7 * 86_400.0
+MAX_HOLD = 14 * 86_400.0
 """Seconds: the longest a reservation made with `hold_budget` may be held (a vendor's
-batch window is 24 hours to 7 days). Settled ids are remembered this long, so a second
-settlement of the same reservation changes nothing."""
+batch window is 24 hours to 7 days, plus a margin to collect in). Settled ids are
+remembered this long, so a second settlement of the same reservation changes nothing."""
 
 TALLY_TTL = 30 * 86_400.0
 """Seconds a tally outlives its last change."""
