@@ -125,10 +125,14 @@ class BatchJob:
                 found = await codec.find(session, spec, since)
                 if found:
                     self._accepted(part, found[0], adopted=True)
-                    for extra in found[1:]:
-                        logger.warning("batch job %s: a second vendor batch %s for part %d; "
-                                       "cancelling it", self.name, extra, part.n)  # fmt: skip
-                        await codec.cancel(session, extra)
+                    if len(found) > 1:
+                        # Never cancelled: a vendor that keeps no tag (Anthropic) cannot
+                        # tell this part's batch from another worker's of the same size.
+                        logger.warning(
+                            "batch job %s: part %d matches %d vendor batches (%s); adopted "
+                            "the first, left the others alone",
+                            self.name, part.n, len(found), ", ".join(found[:5]),
+                        )  # fmt: skip
                     return
             await _queue_wait(codec, part, self.settings)
             self._journal.record("create", part=part.n)

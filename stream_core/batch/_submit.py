@@ -247,9 +247,10 @@ async def vendor_batches(
     """The batches the vendor of `model` lists for this key, newest first (at most
     `limit`): a job's or anyone's."""
     codec = batch_wire(model)
-    session = HttpSession(
-        wire_of(model), model, options or StreamOptions(), settings or BatchSettings(), None, None
-    )
+    options = options or StreamOptions()
+    if options.base_url and options.base_url != model.base_url:
+        model = model.model_copy(update={"base_url": options.base_url})
+    session = HttpSession(wire_of(model), model, options, settings or BatchSettings(), None, None)
     found: list[BatchStatus] = []
     try:
         listing: AsyncIterator[BatchStatus] = codec.listing(session)
