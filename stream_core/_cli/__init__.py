@@ -16,6 +16,7 @@ and recording and serving vendor bodies.
                         [--host H] [--workers N] [--base-url URL]; gateway hash-key
     stream-core progress NAME --store URL [--total N] [--watch SECONDS]
     stream-core cost RESULTS.jsonl [--json]
+    stream-core batch list|status|collect|cancel|results|recover STORE [NAME]
     stream-core limits (show [--json] | clear [--model P/M] [--budgets | --budget NAME]
                        [--yes]) --store URL [--prefix P]
     stream-core --version
@@ -39,6 +40,8 @@ from .. import __version__
 from ._common import positive_int as _positive_int
 from ._common import seconds_or_none as _speed
 from ._common import usage_error
+from .batch import add_parser as _batch_parser
+from .batch import run as _batch
 from .chat import run as _chat
 from .cost import add_parser as _cost_parser
 from .cost import run as _cost
@@ -70,6 +73,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "progress": _progress,
     "cost": _cost,
     "limits": _limits,
+    "batch": _batch,
 }
 
 
@@ -215,6 +219,7 @@ def _parser() -> argparse.ArgumentParser:
     _gateway_parser(sub)
     _progress_parser(sub)
     _cost_parser(sub)
+    _batch_parser(sub)
     _limits_parser(sub)
     return parser
 
@@ -261,5 +266,5 @@ def main(argv: list[str] | None = None) -> int:
     return usage_error(
         err,
         "choose a command: demo, replay, chat, models, serve, record, synthesize, gateway, "
-        "progress or cost",
+        "progress, cost, limits or batch",
     )
