@@ -16,7 +16,8 @@ __all__ = ["add_quota_arguments", "run"]
 
 def add_quota_arguments(serve: argparse.ArgumentParser) -> None:
     """`--quota-requests`, `--quota-tokens`, `--quota-window`: a windowed quota for every
-    model, answered with the vendor's rate-limit headers (`testing._serve_quota`)."""
+    model, answered with the vendor's rate-limit headers (`testing._serve_quota`); and
+    `--batch-delay`, `--batch-expiry`: how the batch endpoints' batches run."""
     from ._common import positive_int, seconds_or_none
 
     serve.add_argument(
@@ -31,6 +32,14 @@ def add_quota_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--quota-window", type=seconds_or_none, default=60.0, metavar="SECONDS",
         help="the quota's window (default: %(default)g)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--batch-delay", type=seconds_or_none, default=0.0, metavar="SECONDS",
+        help="a batch ends this long after it is created (default: %(default)g)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--batch-expiry", type=seconds_or_none, default=None, metavar="SECONDS",
+        help="a batch's window: shorter than --batch-delay, its requests expire",
     )  # fmt: skip
 
 
@@ -70,7 +79,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return serve(
                 root, args.host, args.port, chunk_size=args.chunk_size, delay=args.delay,
                 out=err, scenarios=scenarios, request_log=log, allow_hosts=args.allow_host,
-                quota=quota,
+                quota=quota, batch_delay=args.batch_delay, batch_expiry=args.batch_expiry,
             )  # fmt: skip
         except PortInUse as exc:
             error(err, str(exc.strerror))

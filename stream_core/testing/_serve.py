@@ -561,11 +561,14 @@ def serve(
     request_log: TextIO | None = None,
     allow_hosts: Sequence[str] = (),
     quota: QuotaSpec = None,
+    batch_delay: float = 0.0,
+    batch_expiry: float | None = None,
 ) -> int:
     try:
         server = FakeVendor(
             root, (host, port), scenarios=scenarios, chunk_size=chunk_size, delay=delay,
             log=out, request_log=request_log, allow_hosts=allow_hosts, quota=quota,
+            batch_delay=batch_delay, batch_expiry=batch_expiry,
         )  # fmt: skip
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
