@@ -116,7 +116,7 @@ case-insensitively: `error_from_status` and `error_from_vendor` turn an `invalid
 def status_from_code(code: object) -> int | None:
     """An HTTP status from a vendor's error `code`: an integer or a string of digits (LiteLLM
     and other proxies send `"code": "500"`); None for anything else (`"rate_limit"`)."""
-    if type(code) is str and len(code) == 3 and code.isdigit():
+    if type(code) is str and len(code) == 3 and code.isascii() and code.isdigit():
         code = int(code)
     if type(code) is int and 100 <= code <= 599:
         return code
