@@ -82,6 +82,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return usage_error(err, "choose a subcommand: limits show or limits clear")
     if not args.store:
         return usage_error(err, _NO_STORE)
+    model = getattr(args, "model", None)
+    if command == "clear" and model is not None:
+        provider, _, model_id = model.partition("/")
+        if not provider or not model_id:  # said before a store is opened (or made)
+            return usage_error(err, f"--model: {model!r} is not PROVIDER/MODEL")
     try:
         configure_limits(store=args.store, prefix=args.prefix, timeout=5.0)
     except (TypeError, ValueError, ImportError) as exc:
