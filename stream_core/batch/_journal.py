@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,6 +60,17 @@ def read_lines(path: Path) -> Iterator[dict[str, Any]]:
             yield obj
 
 
+def dumps(obj: Any) -> bytes:
+    """One JSON line, UTF-8. A string holding half a surrogate pair (a vendor's JSON may
+    escape one: `"\\ud83d"`) has no UTF-8 form: that line is written with escapes, so it
+    reads back as it was and the file stays UTF-8."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        return (text + "\n").encode()
+    except UnicodeEncodeError:
+        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -66,8 +78,13 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _append(path: Path, line: bytes, *, sync: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            # The last line was cut by a kill: end it, or this one would join it and be
+            # lost with it (a result row, a `submitted` record).
+            line = b"\n" + line
         _write_all(fd, line)
         if sync:
             os.fsync(fd)
@@ -85,12 +102,36 @@ class Journal:
 
     @property
     def exists(self) -> bool:
+        self.check_private()
         return (self.dir / "journal.jsonl").is_file()
 
     def create_dir(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.dir.mkdir(exist_ok=True, mode=0o700)
-        os.chmod(self.dir, 0o700)
+        try:
+            self.dir.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        self.check_private()
+
+    def check_private(self) -> None:
+        """The job's directory, if there is one, is this user's own, and only theirs: not
+        a symlink nor another user's (in a store others can write, either would hand them
+        the journal, and the part files this user's key would send); its mode made 0700."""
+        try:
+            st = os.lstat(self.dir)
+        except FileNotFoundError:
+            return
+        where = f"batch job {self.name!r}: {str(self.dir)!r}"
+        if stat.S_ISLNK(st.st_mode):
+            raise PermissionError(f"{where} is a symlink; a job's directory must be its own")
+        if not stat.S_ISDIR(st.st_mode):
+            raise PermissionError(f"{where} is not a directory")
+        if st.st_uid != os.geteuid():
+            raise PermissionError(
+                f"{where} belongs to user id {st.st_uid}, not this user ({os.geteuid()})"
+            )
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(self.dir, 0o700)
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -111,8 +152,7 @@ class Journal:
     def record(self, event: str, **fields: Any) -> None:
         """Append one record and fsync it: on disk before the caller goes on."""
         entry = {"event": event, "at": time.time(), **fields}
-        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
-        _append(self.dir / "journal.jsonl", line.encode(), sync=True)
+        _append(self.dir / "journal.jsonl", dumps(entry), sync=True)
 
     def records(self) -> list[dict[str, Any]]:
         return list(read_lines(self.dir / "journal.jsonl"))
@@ -120,10 +160,7 @@ class Journal:
     # --- requests and parts ---------------------------------------------------------------
 
     def write_requests(self, rows: list[dict[str, Any]]) -> None:
-        text = "".join(
-            json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows
-        )
-        self._write_whole("requests.jsonl", text.encode())
+        self._write_whole("requests.jsonl", b"".join(dumps(r) for r in rows))
 
     def requests(self) -> list[dict[str, Any]]:
         return list(read_lines(self.dir / "requests.jsonl"))
@@ -154,8 +191,7 @@ class Journal:
         }
 
     def write_result(self, row: dict[str, Any], *, sync: bool) -> None:
-        line = json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
-        _append(self.dir / "results.jsonl", line.encode(), sync=sync)
+        _append(self.dir / "results.jsonl", dumps(row), sync=sync)
 
     def results(self) -> Iterator[dict[str, Any]]:
         return read_lines(self.dir / "results.jsonl")
