@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, get_args
 
 from .._cost import CostContext, cost_context
 from .._errors import ProtocolError, StreamFailure
@@ -147,9 +147,21 @@ def read_whole(p: Plan, body: Any) -> AssistantMessage:
 
 def failed_answer(p: Plan, kind: ErrorKind, text: str) -> AssistantMessage:
     """The message of a request the vendor did not answer (an error, an expiry, a cancel):
-    no content, `stop_reason="error"` and the error's kind and text."""
+    no content, `stop_reason="error"` and the error's kind and text. Never raises: the text
+    is the vendor's (a codec may hand on any JSON value: it is written as JSON), and a kind
+    that is not an `ErrorKind` is `protocol`."""
+    if not isinstance(text, str):
+        try:
+            text = json.dumps(text, ensure_ascii=False, default=repr)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(text)
+    if kind not in _KINDS:
+        text, kind = f"{kind!r}: {text}"[:2000], "protocol"
     asm = _assembler(p)
     return asm.finalize(StreamError(kind=kind, message=text[:2000]), read_output=False)
+
+
+_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
 
 
 @dataclass(frozen=True)

@@ -410,7 +410,6 @@ def test_decode_plan_reads_every_api_as_the_plan_does() -> None:
 # --- odd result fields ---------------------------------------------------------------------
 
 
-@PENDING
 @pytest.mark.parametrize(
     "raw",
     [
@@ -446,11 +445,10 @@ def test_any_json_in_a_result_is_a_message_never_a_raise(
     assert len(results) == 2
     for r in results:
         AssistantMessage.model_validate(r.message.model_dump(mode="json"))
-        assert r.message.stop_reason == "error" and r.message.error is not None
+        assert r.message.stop_reason in ("error", "aborted") and r.message.error is not None
         assert isinstance(r.message.error.message, str) and r.message.error.message
 
 
-@PENDING
 def test_failed_answer_takes_any_value() -> None:
     m = get_model("anthropic", "claude-haiku-4-5")
     p = plan(wire_of(m), m, Context(messages=[UserMessage(content="hi")]), StreamOptions())
