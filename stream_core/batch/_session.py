@@ -18,6 +18,7 @@ import anyio
 import httpx
 
 from stream_core import Model, StreamOptions
+from stream_core._transport import shared_client_async
 from stream_core.provider import (
     BatchHTTPError,
     BatchSettings,
@@ -72,6 +73,7 @@ class HttpSession:
         self._headers: dict[str, str] | None = None
         self._api_key: str | None = None
         self._secrets: tuple[str, ...] = ()
+        self._timeout = httpx.Timeout(120.0, connect=options.connect_timeout)
 
     @property
     def recorded(self) -> Mapping[str, Any]:
@@ -97,16 +99,16 @@ class HttpSession:
             )
         return self._headers
 
-    def client(self) -> httpx.AsyncClient:
+    async def _http(self, url: str) -> httpx.AsyncClient:
+        """The caller's client, else the keep-alive client `stream()` shares on this event
+        loop (closed when the loop ends: a session never leaves a connection behind)."""
         if self._client is None:
-            self._client = self.options.client or httpx.AsyncClient(
-                timeout=httpx.Timeout(60.0, connect=self.options.connect_timeout)
+            self._client = self.options.client or await shared_client_async(
+                tls=not url.startswith("http://")
             )
         return self._client
 
     async def aclose(self) -> None:
-        if self._client is not None and self._client is not self.options.client:
-            await self._client.aclose()
         self._client = None
 
     async def send(
@@ -125,10 +127,11 @@ class HttpSession:
     ) -> httpx.Response:
         auth = {} if signer is not None else await self._auth()
         tries = _TRIES if method.upper() in _READS or signer is not None and method == "PUT" else 1
+        client = await self._http(url)
         for attempt in range(tries):
-            request = self.client().build_request(
+            request = client.build_request(
                 method, url, json=json, content=content, files=files, data=data,
-                headers={**auth, **(headers or {})}, params=params,
+                headers={**auth, **(headers or {})}, params=params, timeout=self._timeout,
             )  # fmt: skip
             secrets = self._secrets
             if signer is not None:
@@ -136,7 +139,7 @@ class HttpSession:
             elif self.wire.sign is not None:
                 secrets += self.wire.sign(request, self.model, self.options, self._api_key)
             try:
-                response = await self.client().send(request)
+                response = await client.send(request)
                 await response.aread()
             except httpx.HTTPError as exc:
                 if attempt + 1 < tries:

@@ -153,6 +153,11 @@ class BatchBackend:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.server = server
+        # The vendors' route modules and the codecs the answers use are imported here, on
+        # the thread that starts the fake, never on a request's thread: CPython 3.11 keeps
+        # the compiler's recursion count per interpreter, so two threads compiling at once
+        # can fail with "AST constructor recursion depth mismatch" (a dropped request).
+        _load_routes()
         self.delay = delay
         self.expiry = expiry
         self.expire_after = expire_after
@@ -336,6 +341,11 @@ def _load_routes() -> None:
     if _loaded:
         return
     import importlib
+
+    from .._dialects import DIALECTS, dialect
+
+    for api in DIALECTS:  # the error bodies' codecs: imported here, not on a request's thread
+        dialect(api)
 
     for vendor in _ROUTE_MODULES:
         name = f"stream_core.testing._batch_routes_{vendor}"
