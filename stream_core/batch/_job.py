@@ -245,7 +245,9 @@ class BatchJob:
         for part in sorted(self.state.parts.values(), key=lambda p: p.n):
             if part.collected or part.batch_id is None:
                 continue
-            async for result in self._collect_part(part):
+            # Yielded once the job's lock is let go: the caller's loop may cancel the job,
+            # resubmit or open it again (waiting on a lock its own task holds: a deadlock).
+            for result in await self._collect_part(part):
                 yield result
 
     async def collect(
@@ -265,21 +267,23 @@ class BatchJob:
                 raise TimeoutError(f"batch job {self.name!r}: not ended after {timeout} s")
             await anyio.sleep(interval)
 
-    async def _collect_part(self, part: PartState) -> AsyncIterator[BatchResult]:
+    async def _collect_part(self, part: PartState) -> list[BatchResult]:
+        """An ended part's results, each written as it is read, under the job's lock."""
         assert part.batch_id is not None
         codec = self._codec(part)
         session = self._session(part)
+        found: list[BatchResult] = []
         try:
             status = await codec.status(session, part.batch_id)
             if status.state not in ("ended", "failed"):
-                return
+                return found
             async with _locked(self._journal):
                 self.state = JobState.load(self._journal)
                 part = self.state.parts[part.n]
                 if part.collected:
-                    return
+                    return found
                 async for result in self._read_part(codec, session, part, status):
-                    yield result
+                    found.append(result)
                 self._journal.record("collected", part=part.n, state=status.vendor_state)
                 part.collected = True
                 await self._settle(part)
@@ -292,6 +296,7 @@ class BatchJob:
                                        self.name, part.n, exc.message)  # fmt: skip
         finally:
             await session.aclose()
+        return found
 
     async def _read_part(
         self, codec: BatchWire, session: HttpSession, part: PartState, status: BatchStatus

@@ -312,7 +312,6 @@ def _in_thread(fn: Any, timeout: float = 20.0) -> Any:
     return box.get("value")
 
 
-@PENDING
 def test_cancel_inside_a_results_loop_does_not_deadlock(tmp_path: Path, monkeypatch: Any) -> None:
     vendor = Vendor()
     install(monkeypatch, vendor)
@@ -331,7 +330,6 @@ def test_cancel_inside_a_results_loop_does_not_deadlock(tmp_path: Path, monkeypa
     assert seen and len(set(seen)) == len(seen)
 
 
-@PENDING
 def test_a_second_job_object_inside_a_results_loop_does_not_deadlock(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
