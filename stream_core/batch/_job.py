@@ -61,6 +61,8 @@ class BatchJob:
         self._options = options
         self._plans: dict[str, Plan] = dict(plans or {})
         self._rows: dict[str, dict[str, Any]] | None = None
+        self._cleaning: set[int] = set()
+        """Parts whose files this object tried to delete."""
         self.state = JobState.load(journal)
 
     @property
@@ -243,7 +245,10 @@ class BatchJob:
         ):
             await self._submit_all()
         for part in sorted(self.state.parts.values(), key=lambda p: p.n):
-            if part.collected or part.batch_id is None:
+            if part.collected:
+                await self._finish(part)
+                continue
+            if part.batch_id is None:
                 continue
             # Yielded once the job's lock is let go: the caller's loop may cancel the job,
             # resubmit or open it again (waiting on a lock its own task holds: a deadlock).
@@ -287,16 +292,51 @@ class BatchJob:
                 self._journal.record("collected", part=part.n, state=status.vendor_state)
                 part.collected = True
                 await self._settle(part)
-                if self.settings.delete_files and codec.cleanup is not None:
-                    try:
-                        await codec.cleanup(session, status)
-                        self._journal.record("cleaned", part=part.n)
-                    except BatchHTTPError as exc:
-                        logger.warning("batch job %s: files of part %d not deleted: %s",
-                                       self.name, part.n, exc.message)  # fmt: skip
+                await self._clean(codec, session, part, status)
         finally:
             await session.aclose()
         return found
+
+    async def _clean(
+        self, codec: BatchWire, session: HttpSession, part: PartState, status: BatchStatus | None
+    ) -> None:
+        if not self.settings.delete_files or codec.cleanup is None or part.cleaned:
+            return
+        self._cleaning.add(part.n)
+        try:
+            await codec.cleanup(session, status)
+            self._journal.record("cleaned", part=part.n)
+            part.cleaned = True
+        except BatchHTTPError as exc:
+            logger.warning("batch job %s: files of part %d not deleted: %s",
+                           self.name, part.n, exc.message)  # fmt: skip
+
+    async def _finish(self, part: PartState) -> None:
+        """A part collected by a process killed before it settled the part's budget hold
+        or deleted its files: both done now (each once; a failed delete is tried again by
+        the next job object, not by every `collect` round)."""
+        codec = self._codec(part)
+        clean = self.settings.delete_files and codec.cleanup is not None and not part.cleaned
+        clean = clean and part.n not in self._cleaning
+        if (part.hold is None or part.settled) and not clean:
+            return
+        async with _locked(self._journal):
+            self.state = JobState.load(self._journal)
+            part = self.state.parts[part.n]
+            await self._settle(part)
+            if not clean or part.cleaned:
+                return
+            session = self._session(part)
+            try:
+                status = None
+                if part.batch_id is not None:
+                    try:
+                        status = await codec.status(session, part.batch_id)
+                    except BatchHTTPError:
+                        status = None  # gone: the files the part recorded are still known
+                await self._clean(codec, session, part, status)
+            finally:
+                await session.aclose()
 
     async def _read_part(
         self, codec: BatchWire, session: HttpSession, part: PartState, status: BatchStatus

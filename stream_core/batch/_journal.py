@@ -102,6 +102,10 @@ class Journal:
 
     @property
     def exists(self) -> bool:
+        """Whether the job is on disk (`PermissionError` when its directory is not this
+        user's own: see `check_private`)."""
+        if self.dir.is_file():
+            return False  # a file of the caller's own beside the jobs, no job
         self.check_private()
         return (self.dir / "journal.jsonl").is_file()
 

@@ -84,7 +84,6 @@ async def _run(n: int, store: Path) -> list[BatchResult]:
 # --- kills between journal steps ------------------------------------------------------------
 
 
-@PENDING
 def test_a_kill_after_collected_before_settled_settles_on_restart(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -158,12 +157,15 @@ def test_a_kill_after_a_hold_before_its_part_record_resumes(
 
 
 @PENDING
-def test_a_kill_before_any_part_record_is_not_a_collected_job(
+def test_a_kill_before_any_hold_is_recovered_without_the_requests(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """`recover` (no requests at hand) must not call a job with no part record done."""
-    _budget(tmp_path)
-    install(monkeypatch, Vendor())
+    """`recover` (no requests at hand) finishes a job killed at its first budget hold:
+    never a job that "collects" nothing."""
+    limits = _budget(tmp_path)
+    vendor = Vendor()
+    install(monkeypatch, vendor)
+    hold = limiter.hold_budget
 
     async def killed(*args: Any, **kw: Any) -> Any:
         raise Crash("hold")
@@ -176,11 +178,17 @@ def test_a_kill_before_any_part_record_is_not_a_collected_job(
 
     with pytest.raises(Crash):
         anyio.run(first)
-    from stream_core.batch import list_jobs
+    monkeypatch.setattr(limiter, "hold_budget", hold)
 
-    ((name, progress),) = list_jobs(tmp_path)
-    assert progress.state != "collected"
-    assert progress.pending == 2
+    async def again() -> list[BatchResult]:
+        (job,) = await recover(tmp_path)
+        return await job.collect(interval=0.01, timeout=5)
+
+    results = anyio.run(again)
+    assert [r.custom_id for r in results] == ["q0", "q1"]
+    assert vendor.created == 1
+    assert _held(tmp_path) == []
+    assert _spent(limits) == pytest.approx(_cost(results))
 
 
 def test_a_results_file_cut_mid_line_loses_no_row(tmp_path: Path, monkeypatch: Any) -> None:
