@@ -164,12 +164,22 @@ class BatchJob:
             session = self._session(part)
             try:
                 found[part.n] = await self._codec(part).status(session, part.batch_id)
+            except BatchHTTPError:
+                if not self._collected_meanwhile(part):
+                    raise
             finally:
                 await session.aclose()
         return found
 
+    def _collected_meanwhile(self, part: PartState) -> bool:
+        """Whether another process (or job object) collected the part since this one read
+        the journal: its vendor batch may be deleted (a status of it is then an error)."""
+        self.state = JobState.load(self._journal)
+        return self.state.parts[part.n].collected
+
     async def poll(self) -> JobProgress:
         """Where the job is (see `JobProgress`); submits any part a killed process left."""
+        self.state = JobState.load(self._journal)  # other processes may have moved it on
         if any(
             p.batch_id is None and not (p.cancelled or p.abandoned)
             for p in self.state.parts.values()
@@ -183,7 +193,7 @@ class BatchJob:
 
         for part in self.state.parts.values():
             if part.collected:
-                mine = [rows[c] for _, c in part.ids if c in rows]
+                mine = self.state.own_rows(part, rows)
                 counts.append(
                     BatchCounts(
                         total=len(part.ids),
@@ -239,6 +249,7 @@ class BatchJob:
     async def results(self) -> AsyncIterator[BatchResult]:
         """Results as they become available: each ended part's results are read, written and
         yielded once; parts still running are left for a later call (`collect` waits)."""
+        self.state = JobState.load(self._journal)  # other processes may have moved it on
         if any(
             p.batch_id is None and not (p.cancelled or p.abandoned)
             for p in self.state.parts.values()
@@ -279,7 +290,12 @@ class BatchJob:
         session = self._session(part)
         found: list[BatchResult] = []
         try:
-            status = await codec.status(session, part.batch_id)
+            try:
+                status = await codec.status(session, part.batch_id)
+            except BatchHTTPError:
+                if self._collected_meanwhile(part):
+                    return found
+                raise
             if status.state not in ("ended", "failed"):
                 return found
             async with _locked(self._journal):

@@ -103,9 +103,11 @@ def _check_id(custom_id: object, seen: set[str]) -> str:
 
 
 def make_parts(
-    requests: list[BatchRequest], nonce: str
+    requests: list[BatchRequest], nonce: str, *, whole: bool = True
 ) -> tuple[list[PartPlan], dict[str, Plan], list[dict[str, Any]]]:
-    """(the parts, each request's plan by custom id, the rows of `requests.jsonl`)."""
+    """(the parts, each request's plan by custom id, the rows of `requests.jsonl`).
+    `whole=False`: the requests are some of a job's (its plans are wanted, not new parts),
+    so a vendor's fewest requests per batch is not checked."""
     seen: set[str] = set()
     plans: dict[str, Plan] = {}
     groups: dict[tuple[Any, ...], list[PartPlan]] = {}
@@ -160,7 +162,7 @@ def make_parts(
             _merge_header(current.headers, k, v)
         plans[cid] = p
         rows.append(decode_row(cid, vid, current.n, p))
-    for part in parts:
+    for part in parts if whole else ():
         if len(part.ids) < part.codec.min_requests:
             raise ValueError(
                 f"requests: {part.codec.name} takes at least {part.codec.min_requests} "

@@ -47,6 +47,27 @@ class JobState:
     parts: dict[int, PartState] = field(default_factory=dict)
     created_at: float = 0.0
 
+    def retried(self) -> set[tuple[int, str]]:
+        """(part, custom id) of each request submitted again in a later part of its own
+        (`resubmit_expired`) that is not abandoned: that part's result supersedes this one's,
+        even before it is collected."""
+        return {
+            (p.retry_of, cid)
+            for p in self.parts.values()
+            if p.retry_of is not None and not p.abandoned
+            for _, cid in p.ids
+        }
+
+    def own_rows(self, part: PartState, rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows of `rows` (the latest per custom id) that `part` ran: a request
+        resubmitted counts once, in the part that ran it last (or runs it now)."""
+        retried = self.retried()
+        return [
+            rows[c]
+            for _, c in part.ids
+            if c in rows and rows[c].get("part") == part.n and (part.n, c) not in retried
+        ]
+
     @classmethod
     def load(cls, journal: Journal) -> JobState:
         records = journal.records()

@@ -45,7 +45,9 @@ async def submit(
     would refuse it (the custom id and field named). Naming the job makes this idempotent:
     run the same script again after a crash and the job `name` already under `store` is
     resumed (parts already accepted are not submitted again; parts a killed process may
-    have created are found first), never duplicated."""
+    have created are found first), never duplicated. The rerun may pass fewer of the
+    job's requests (those a `ResultLog` has not recorded): the job resumes whole; a request
+    the job does not hold raises `ValueError`."""
     settings = settings or BatchSettings()
     reqs = list(requests)
     if not reqs:
@@ -60,15 +62,18 @@ async def submit(
     async with _locked(journal):
         if journal.exists:
             state = JobState.load(journal)
-            _, plans, _ = make_parts(reqs, state.nonce)
+            _, plans, _ = make_parts(reqs, state.nonce, whole=False)
             have = {cid for p in state.parts.values() for _, cid in p.ids}
-            if set(plans) != have:
-                extra = sorted(set(plans) - have)[:3]
-                missing = sorted(have - set(plans))[:3]
+            extra = sorted(set(plans) - have)
+            if extra:
                 raise ValueError(
-                    f"name: job {job_name!r} already exists under {str(store)!r} with other "
-                    f"requests (new here: {extra}, missing here: {missing}); choose another name"
+                    f"name: job {job_name!r} already exists under {str(store)!r} without "
+                    f"requests {extra[:3]}{' ...' if len(extra) > 3 else ''}; choose another "
+                    "name for them"
                 )
+            # Fewer requests than the job holds: a rerun that left out what it already has
+            # (a `ResultLog`'s pending ids) resumes the job whole. Those left out were sent
+            # and are billed: a new job for the rest would pay for them twice.
             job = BatchJob(journal, settings, plans=plans)
         else:
             assert planned is not None
@@ -273,6 +278,7 @@ async def resubmit(job: BatchJob) -> int:
         latest = job._latest()
         count = 0
         n = max(state.parts) + 1 if state.parts else 0
+        retried = state.retried()  # already in a later part: asked again twice, billed twice
         for part in sorted(state.parts.values(), key=lambda p: p.n):
             if not part.collected:
                 continue
@@ -281,6 +287,7 @@ async def resubmit(job: BatchJob) -> int:
                 for vid, cid in part.ids
                 if latest.get(cid, {}).get("outcome") == "expired"
                 and latest[cid].get("part") == part.n
+                and (part.n, cid) not in retried
             ]
             if not expired:
                 continue
