@@ -264,7 +264,6 @@ def test_four_tasks_on_one_job_collect_each_result_once(tmp_path: Path, monkeypa
     assert len(_rows(tmp_path / "job")) == 6
 
 
-@PENDING
 def test_four_processes_on_one_job_collect_each_result_once(tmp_path: Path) -> None:
     from batch_apis import by_name
     from crash_run import scenario

@@ -38,9 +38,6 @@ from stream_core.provider import (
 )
 
 PENDING = pytest.mark.xfail(reason="review: a defect fixed in a later commit")
-LANDING = pytest.mark.xfail(
-    reason="review: fixed by the resubmit change being made (JobState.retried)"
-)
 KEY = "sk-ant-review-SECRET-0123456789"
 
 
@@ -218,7 +215,6 @@ def test_cancel_before_a_part_was_submitted_leaves_no_row_missing(
     assert progress.cancelled == 4
 
 
-@LANDING
 def test_progress_after_a_resubmission_counts_each_request_once(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -238,7 +234,6 @@ def test_progress_after_a_resubmission_counts_each_request_once(
     assert (progress.total, progress.succeeded, progress.expired, progress.pending) == (3, 3, 0, 0)
 
 
-@LANDING
 def test_resubmit_expired_twice_submits_each_request_once(tmp_path: Path, monkeypatch: Any) -> None:
     vendor = Vendor()
     install(monkeypatch, vendor)
@@ -260,7 +255,6 @@ def test_resubmit_expired_twice_submits_each_request_once(tmp_path: Path, monkey
     assert [r.outcome for r in results] == ["succeeded"] * 3
 
 
-@PENDING
 def test_poll_from_another_process_sees_the_job_collected(tmp_path: Path, monkeypatch: Any) -> None:
     install(monkeypatch, Vendor())
 
