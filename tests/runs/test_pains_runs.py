@@ -140,7 +140,7 @@ def test_a_batch_eval_resumed_from_its_result_log_is_not_submitted_again(
 
         async def script(crash_after: int | None) -> None:
             log = ResultLog(path)
-            todo = [requests[q] for q in log.pending(ids)]
+            todo = [requests[str(q)] for q in log.pending(ids)]
             job = await submit(todo, store=jobs, name="eval")
             with log:
                 for n, r in enumerate(await job.collect(interval=0.02, timeout=GUARD)):
