@@ -316,10 +316,15 @@ _STREAM_PATH = {
 
 def read_answer(server: FakeVendor, api: str, model: str) -> AssistantMessage:
     """The model's next scripted answer as the provider of `api` reads it (through the
-    sync facade's own loop: callable from the fake's threads and from a running loop)."""
+    sync facade's own loop: callable from the fake's threads and from a running loop).
+    It never goes through the caller's limiter: a process-wide budget or a learned limit
+    of the test's own process is no business of the fake vendor's."""
+    import dataclasses
+
     from .._models import Model
     from .._options import StreamOptions
-    from .._sync import complete_sync
+    from .._registry import get_provider
+    from .._sync import SyncStream, _get_loop
     from ._replay import replay_client
 
     status, _, body, meta, _ = server.pick(_STREAM_PATH.get(api, "/v1/messages"), model)
@@ -329,7 +334,11 @@ def read_answer(server: FakeVendor, api: str, model: str) -> AssistantMessage:
     headers = {str(k): str(v) for k, v in (meta.get("headers") or {}).items()}
     client = replay_client(body, status=status, headers=headers)
     options = StreamOptions(client=client, api_key="fake", max_retries=0)
-    return complete_sync(m, context, options)
+    wire = get_provider(api).wire
+    assert wire is not None
+    unlimited = dataclasses.replace(wire, rate_limited=False)
+    with SyncStream(unlimited.open(m, context, options), _get_loop()) as answer:
+        return answer.result()
 
 
 _ROUTE_MODULES = ("anthropic", "openai", "gemini", "vertex", "mistral", "bedrock")

@@ -621,14 +621,6 @@ def test_a_batch_holds_its_worst_case_against_the_spend_cap(tmp_path: Path) -> N
     assert exact > 0 and spent == pytest.approx(exact)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream_core/testing/_batch_serve.py (owner: the fake vendor): read_answer "
-    "decodes each scripted batch answer with complete_sync in the caller's process, under "
-    "the caller's configure_limits(budget_usd=...); its model (provider 'fake') has no "
-    "prices, so every batch answer becomes an errored line 'has no prices, so a budget "
-    "cannot bound its cost' and a harness cannot test its spend cap offline",
-)
 def test_a_process_wide_spend_cap_holds_for_a_batch_too(tmp_path: Path) -> None:
     # As above (issue 37's one spend cap shared by every call), with the cap every call
     # of the process draws on: `configure_limits(budget_usd=...)`.
