@@ -32,6 +32,7 @@ from stream_core.provider import (
     read_whole,
 )
 
+from ._holds import take
 from ._journal import Journal
 from ._plans import decode_plan, message_cost, wire_of
 from ._session import HttpSession
@@ -136,6 +137,12 @@ class BatchJob:
                             self.name, part.n, len(found), ", ".join(found[:5]),
                         )  # fmt: skip
                     return
+            if part.hold is not None and not part.asked:
+                # Taken at submission, unless a kill came first (a no-op when held).
+                what = (
+                    f"part {part.n} ({part.model.provider}/{part.model.id}, {part.count} requests)"
+                )
+                await take(part.hold, part.budgets, part.worst, self.settings, what)
             await _queue_wait(codec, part, self.settings)
             self._journal.record("create", part=part.n)
             part.asked = True

@@ -158,6 +158,13 @@ class Journal:
         entry = {"event": event, "at": time.time(), **fields}
         _append(self.dir / "journal.jsonl", dumps(entry), sync=True)
 
+    def write_head(self, records: list[tuple[str, dict[str, Any]]]) -> None:
+        """A new job's first records, written whole (renamed into place) or not at all."""
+        now = time.time()
+        self._write_whole(
+            "journal.jsonl", b"".join(dumps({"event": e, "at": now, **f}) for e, f in records)
+        )
+
     def records(self) -> list[dict[str, Any]]:
         return list(read_lines(self.dir / "journal.jsonl"))
 

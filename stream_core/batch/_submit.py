@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from stream_core import Model, StreamOptions
 from stream_core.provider import BatchHTTPError, BatchSettings, BatchStatus, batch_wire
 
+from ._holds import take
 from ._job import BatchJob, _locked
 from ._journal import Journal, check_name, read_lines
 from ._plans import PartPlan, make_parts, wire_of
@@ -24,11 +25,6 @@ if TYPE_CHECKING:
     pass
 
 __all__ = ["list_jobs", "open_job", "recover", "resubmit", "submit", "vendor_batches"]
-
-_HOLD_SECONDS = 3 * 24 * 3600.0
-"""A batch's budget hold lasts past the longest default vendor window (Bedrock's 72 h job
-timeout), or a day past `BatchSettings.window_hours` when that is longer, unless settled;
-a hold never settled is given back then."""
 
 
 async def submit(
@@ -81,19 +77,27 @@ async def submit(
             journal.write_requests(rows)
             for part in parts:
                 journal.write_part(part.n, _jsonl(part))
-            journal.record("job", name=job_name, nonce=nonce, total=len(reqs), parts=len(parts))
+            holds = {p.n: _hold_id(job_name, p) if _budgets(p) else None for p in parts}
+            # The job and every part in one write: a kill leaves all or none of them (a job
+            # missing a part's record was resumed without it, or "collected" with nothing).
+            # Each part names its hold before it is taken: one a kill left untaken is taken
+            # (once: by its id) before the part's create.
+            journal.write_head(
+                [("job", {"name": job_name, "nonce": nonce, "total": len(reqs),
+                          "parts": len(parts)})]
+                + [("part", {
+                    "part": p.n, "tag": p.tag, "model": _safe_model(p.model),
+                    "headers": _safe(p.headers), "endpoint": p.endpoint, "count": len(p.ids),
+                    "worst": p.worst_usd, "hold": holds[p.n],
+                    "budgets": _budgets(p) if holds[p.n] else [],
+                }) for p in parts]
+            )  # fmt: skip
             held: list[tuple[PartPlan, str]] = []
             try:
                 for part in parts:
                     hold = await _hold(job_name, part, settings)
                     if hold is not None:
                         held.append((part, hold))
-                    journal.record(
-                        "part", part=part.n, tag=part.tag,
-                        model=_safe_model(part.model), headers=_safe(part.headers),
-                        endpoint=part.endpoint, count=len(part.ids), worst=part.worst_usd,
-                        hold=hold, budgets=_budgets(part) if hold else [],
-                    )  # fmt: skip
             except BatchHTTPError:
                 # Nothing was sent to a vendor: the holds go back and the job leaves no trace.
                 await _release(held)
@@ -141,26 +145,18 @@ def _budgets(part: PartPlan) -> list[str | None]:
     return names
 
 
+def _hold_id(job: str, part: PartPlan) -> str:
+    return f"batch|{job}|{part.tag}|{part.worst_usd!r}"
+
+
 async def _hold(job: str, part: PartPlan, settings: BatchSettings) -> str | None:
     """Reserve the part's worst case against the budgets it draws on; None when none."""
-    from stream_core._limits import limiter
-
     names = _budgets(part)
     if not names:
         return None
-    rid = f"batch|{job}|{part.tag}|{part.worst_usd!r}"
-    seconds = max(_HOLD_SECONDS, (settings.window_hours or 0) * 3600.0 + 24 * 3600.0)
-    short = await limiter.hold_budget([(n, part.worst_usd, rid, seconds) for n in names])
-    if short is not None:
-        name, left = short[0], short[1]
-        said = "the budget" if name in (None, limiter.GLOBAL_BUDGET) else f"budget {name!r}"
-        left_text = "unknown (its store cannot be reached)" if left is None else f"${left:.4f}"
-        raise BatchHTTPError(
-            "budget", None,
-            f"part {part.n} ({part.model.provider}/{part.model.id}, {len(part.ids)} requests) "
-            f"may cost up to ${part.worst_usd:.4f} at the batch price; {said} has {left_text} "
-            "left; nothing was submitted",
-        )  # fmt: skip
+    rid = _hold_id(job, part)
+    what = f"part {part.n} ({part.model.provider}/{part.model.id}, {len(part.ids)} requests)"
+    await take(rid, names, part.worst_usd, settings, what)
     return rid
 
 

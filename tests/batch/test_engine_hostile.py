@@ -119,7 +119,6 @@ def test_a_kill_after_collected_before_settled_settles_on_restart(
     assert not vendor.files  # the part's files are cleaned too
 
 
-@PENDING
 def test_a_kill_after_a_hold_before_its_part_record_resumes(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -156,7 +155,6 @@ def test_a_kill_after_a_hold_before_its_part_record_resumes(
     assert _spent(limits) == pytest.approx(_cost(results))
 
 
-@PENDING
 def test_a_kill_before_any_hold_is_recovered_without_the_requests(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
