@@ -199,7 +199,7 @@ class BatchJob:
         from stream_core.provider import BatchCounts
 
         for part in self.state.parts.values():
-            if part.collected:
+            if part.collected or part.abandoned:
                 mine = self.state.own_rows(part, rows)
                 counts.append(
                     BatchCounts(
@@ -263,6 +263,10 @@ class BatchJob:
         ):
             await self._submit_all()
         for part in sorted(self.state.parts.values(), key=lambda p: p.n):
+            if part.abandoned:
+                for result in await self._fill_abandoned(part):
+                    yield result
+                continue
             if part.collected:
                 await self._finish(part)
                 continue
@@ -415,16 +419,34 @@ class BatchJob:
             message = failed_answer(
                 p, raw.kind or "server", raw.message or "the vendor answered with an error"
             )
-        assert part.batch_id is not None
+        batch_id = part.batch_id or ""  # "": a part cancelled before a vendor took it
         row = {
             "id": cid,
             "part": part.n,
-            "batch_id": part.batch_id,
+            "batch_id": batch_id,
             "outcome": raw.outcome,
             "message": message.model_dump(mode="json"),
         }
         self._journal.write_result(row, sync=False)
-        return BatchResult(cid, raw.outcome, message, part.batch_id)
+        return BatchResult(cid, raw.outcome, message, batch_id)
+
+    async def _fill_abandoned(self, part: PartState) -> list[BatchResult]:
+        """A part cancelled before its vendor took it: each of its requests comes back
+        `cancelled` (kind `aborted`), never a missing row. A resubmitted part's requests
+        keep the results they had."""
+        if part.retry_of is not None:
+            return []
+        rows = self._journal.results()
+        if {r.get("id") for r in rows if r.get("part") == part.n} >= {c for _, c in part.ids}:
+            return []
+        found: list[BatchResult] = []
+        async with _locked(self._journal):
+            done = {r.get("id") for r in self._journal.results() if r.get("part") == part.n}
+            why = "the job was cancelled before this request's part was submitted"
+            for vid, cid in part.ids:
+                if cid not in done:
+                    found.append(self._write(part, cid, RawResult(vid, "cancelled", message=why)))
+        return found
 
     async def _settle(self, part: PartState) -> None:
         if part.hold is None or part.settled:

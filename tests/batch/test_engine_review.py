@@ -178,7 +178,6 @@ def test_no_secret_in_the_job_files_reprs_or_logs(
 # --- cancel, resubmit, progress -----------------------------------------------------------
 
 
-@PENDING
 def test_cancel_before_a_part_was_submitted_leaves_no_row_missing(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
