@@ -242,7 +242,10 @@ class BatchJob:
     def stored_results(self) -> list[BatchResult]:
         """Every result on disk, the latest per custom id, in submission order."""
         latest = self._latest()
-        order = [
+        # The caller's order (requests.jsonl keeps it), not the parts': requests are grouped
+        # into parts by model, endpoint and key, so part order interleaves them.
+        order = [r["id"] for r in self._journal.requests() if isinstance(r.get("id"), str)]
+        order += [
             cid for p in sorted(self.state.parts.values(), key=lambda p: p.n) for _, cid in p.ids
         ]
         seen: set[str] = set()

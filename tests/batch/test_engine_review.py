@@ -267,7 +267,6 @@ def test_poll_from_another_process_sees_the_job_collected(tmp_path: Path, monkey
     assert (progress.state, progress.succeeded, progress.collected) == ("collected", 2, 2)
 
 
-@PENDING
 def test_stored_results_are_in_submission_order(tmp_path: Path, monkeypatch: Any) -> None:
     install(monkeypatch, Vendor())
     reqs = _requests(6, keys=(KEY, KEY + "-2", KEY + "-3"))  # three parts, interleaved
