@@ -211,6 +211,9 @@ def decode_row(cid: str, vid: str, part: int, p: Plan) -> dict[str, Any]:
         "size": p.size,
         "server_tools": p.server_tools,
         "o": {k: v for k, v in opts.items() if v is not None},
+        # As priced when planned: `cost_context` gives a host that cannot keep 1-hour cache
+        # entries 5-minute prices, and treats tier "auto" as the standard price.
+        "pricing": {"cache_ttl": p.pricing.cache_ttl, "service_tier": p.pricing.service_tier},
     }
 
 
@@ -232,6 +235,11 @@ def decode_plan(row: dict[str, Any], model: Model) -> Plan:
     output = output_spec(wire, model, options)
     tier = extra.get("service_tier")
     ttl: Literal["5m", "1h"] = "1h" if options.cache_retention == "long" else "5m"
+    priced = row.get("pricing")
+    if isinstance(priced, dict):
+        ttl = "1h" if priced.get("cache_ttl") == "1h" else "5m"
+        found = priced.get("service_tier")
+        tier = found if isinstance(found, str) else None
     from stream_core.provider import WireRequest
 
     return Plan(

@@ -320,7 +320,7 @@ def _structured_vendor(vendor: Vendor) -> Any:
     async def odd_results(s: Any, st: BatchStatus) -> Any:
         async for r in inner(s, st):
             if r.body is not None:
-                text = json.dumps({"n": 7, "s": r.custom_id})
+                text = json.dumps({"n": 7, "s": "x"})
                 body = json.loads(json.dumps(r.body).replace(f"answer {r.custom_id}", "X"))
                 body["content"][0]["text"] = text
                 body["usage"]["cache_creation_input_tokens"] = 40
@@ -330,7 +330,6 @@ def _structured_vendor(vendor: Vendor) -> Any:
     return replace(codec, results=odd_results)
 
 
-@PENDING
 @pytest.mark.parametrize("retention", ["short", "long"])
 def test_a_job_collected_by_a_process_without_its_requests_reads_the_same(
     tmp_path: Path, monkeypatch: Any, retention: str
@@ -370,13 +369,12 @@ def test_a_job_collected_by_a_process_without_its_requests_reads_the_same(
 
     mine, theirs = anyio.run(run)
     for a, b in zip(mine, theirs, strict=True):
-        assert a.message.output == {"n": 7, "s": a.message.output["s"]}
-        da, db = a.message.model_dump(), b.message.model_dump()
-        da.pop("timestamp"), db.pop("timestamp")
-        assert da == db
+        assert a.message.output == {"n": 7, "s": "x"}
+        assert a.message.usage.cost is not None and a.message.usage.cost.cache_write > 0
+        same = {"timestamp", "response_id"}  # the vendor's and the clock's
+        assert a.message.model_dump(exclude=same) == b.message.model_dump(exclude=same)
 
 
-@PENDING
 def test_decode_plan_reads_every_api_as_the_plan_does() -> None:
     """Every API: the answer read with the plan rebuilt from requests.jsonl is the answer
     read with the plan itself (structured output, reasoning, cache retention, clamps)."""
