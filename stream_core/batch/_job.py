@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 
@@ -25,6 +25,7 @@ from stream_core.provider import (
     BatchSettings,
     BatchStatus,
     BatchWire,
+    Outcome,
     Plan,
     RawResult,
     batch_wire,
@@ -253,7 +254,7 @@ class BatchJob:
         for cid in order:
             if cid in latest and cid not in seen:
                 seen.add(cid)
-                found.append(_result(latest[cid]))
+                found.append(_result(self._journal, latest[cid]))
         return found
 
     async def results(self) -> AsyncIterator[BatchResult]:
@@ -408,6 +409,9 @@ class BatchJob:
 
     def _write(self, part: PartState, cid: str, raw: RawResult) -> BatchResult:
         p = self._plan(part, cid)
+        if raw.outcome not in _OUTCOMES:  # a codec's slip: the row still says what it was
+            said = f"a result whose outcome is {raw.outcome!r}"[:300]
+            raw = RawResult(raw.custom_id, "errored", kind="protocol", message=said)
         if raw.outcome == "succeeded":
             message = read_whole(p, raw.body)
         elif raw.outcome == "expired":
@@ -456,7 +460,7 @@ class BatchJob:
             return
         rows = self._latest()
         actual = sum(
-            message_cost(AssistantMessage.model_validate(rows[c]["message"]))
+            message_cost(_result(self._journal, rows[c]).message)
             for _, c in part.ids
             if c in rows and rows[c].get("part") == part.n
         )
@@ -516,11 +520,25 @@ class BatchJob:
         return await resubmit(self)
 
 
-def _result(row: dict[str, Any]) -> BatchResult:
-    message = AssistantMessage.model_validate(row["message"])
-    return BatchResult(
-        str(row["id"]), row.get("outcome", "errored"), message, str(row.get("batch_id", ""))
-    )
+_OUTCOMES = frozenset(get_args(Outcome))
+
+
+def _result(journal: Journal, row: dict[str, Any]) -> BatchResult:
+    """A row of results.jsonl as a result; `ValueError` naming the file and the custom id
+    when it is not one this version writes (edited by hand)."""
+    try:
+        message = AssistantMessage.model_validate(row["message"])
+        outcome = row.get("outcome", "errored")
+        if outcome not in _OUTCOMES:
+            raise ValueError(f"'outcome' is {outcome!r}")
+    except (KeyError, TypeError, ValueError) as exc:
+        why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise ValueError(
+            f"batch job {journal.name!r}: {str(journal.dir / 'results.jsonl')!r}: the row of "
+            f"{row.get('id')!r} is not one this version writes ({why}): edited by hand? "
+            "Remove the row and collect again"
+        ) from None
+    return BatchResult(str(row["id"]), outcome, message, str(row.get("batch_id", "")))
 
 
 class _locked:
