@@ -14,28 +14,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any, get_args
+from typing import Any
 
 import anyio
 
-from stream_core import AssistantMessage, ErrorKind, StreamOptions
+from stream_core import StreamOptions
 from stream_core.provider import (
     BatchHTTPError,
     BatchPart,
     BatchSettings,
     BatchStatus,
     BatchWire,
-    Outcome,
     Plan,
-    RawResult,
     batch_wire,
-    failed_answer,
-    read_whole,
 )
 
+from ._collect import collect_part, fill_abandoned, finish, result_of
 from ._holds import take
-from ._journal import Journal
-from ._plans import decode_plan, message_cost, wire_of
+from ._journal import JobLock, Journal
+from ._plans import message_cost, wire_of
 from ._session import HttpSession
 from ._state import JobState, PartState
 from ._types import BatchResult, JobProgress
@@ -254,7 +251,7 @@ class BatchJob:
         for cid in order:
             if cid in latest and cid not in seen:
                 seen.add(cid)
-                found.append(_result(self._journal, latest[cid]))
+                found.append(result_of(self._journal, latest[cid]))
         return found
 
     async def results(self) -> AsyncIterator[BatchResult]:
@@ -268,17 +265,17 @@ class BatchJob:
             await self._submit_all()
         for part in sorted(self.state.parts.values(), key=lambda p: p.n):
             if part.abandoned:
-                for result in await self._fill_abandoned(part):
+                for result in await fill_abandoned(self, part):
                     yield result
                 continue
             if part.collected:
-                await self._finish(part)
+                await finish(self, part)
                 continue
             if part.batch_id is None:
                 continue
             # Yielded once the job's lock is let go: the caller's loop may cancel the job,
             # resubmit or open it again (waiting on a lock its own task holds: a deadlock).
-            for result in await self._collect_part(part):
+            for result in await collect_part(self, part):
                 yield result
 
     async def collect(
@@ -298,169 +295,12 @@ class BatchJob:
                 raise TimeoutError(f"batch job {self.name!r}: not ended after {timeout} s")
             await anyio.sleep(interval)
 
-    async def _collect_part(self, part: PartState) -> list[BatchResult]:
-        """An ended part's results, each written as it is read, under the job's lock."""
-        assert part.batch_id is not None
-        codec = self._codec(part)
-        session = self._session(part)
-        found: list[BatchResult] = []
-        try:
-            try:
-                status = await codec.status(session, part.batch_id)
-            except BatchHTTPError:
-                if self._collected_meanwhile(part):
-                    return found
-                raise
-            if status.state not in ("ended", "failed"):
-                return found
-            async with _locked(self._journal):
-                self.state = JobState.load(self._journal)
-                part = self.state.parts[part.n]
-                if part.collected:
-                    return found
-                async for result in self._read_part(codec, session, part, status):
-                    found.append(result)
-                self._journal.record("collected", part=part.n, state=status.vendor_state)
-                part.collected = True
-                await self._settle(part)
-                await self._clean(codec, session, part, status)
-        finally:
-            await session.aclose()
-        return found
-
-    async def _clean(
-        self, codec: BatchWire, session: HttpSession, part: PartState, status: BatchStatus | None
-    ) -> None:
-        if not self.settings.delete_files or codec.cleanup is None or part.cleaned:
-            return
-        self._cleaning.add(part.n)
-        try:
-            await codec.cleanup(session, status)
-            self._journal.record("cleaned", part=part.n)
-            part.cleaned = True
-        except BatchHTTPError as exc:
-            logger.warning("batch job %s: files of part %d not deleted: %s",
-                           self.name, part.n, exc.message)  # fmt: skip
-
-    async def _finish(self, part: PartState) -> None:
-        """A part collected by a process killed before it settled the part's budget hold
-        or deleted its files: both done now (each once; a failed delete is tried again by
-        the next job object, not by every `collect` round)."""
-        codec = self._codec(part)
-        clean = self.settings.delete_files and codec.cleanup is not None and not part.cleaned
-        clean = clean and part.n not in self._cleaning
-        if (part.hold is None or part.settled) and not clean:
-            return
-        async with _locked(self._journal):
-            self.state = JobState.load(self._journal)
-            part = self.state.parts[part.n]
-            await self._settle(part)
-            if not clean or part.cleaned:
-                return
-            session = self._session(part)
-            try:
-                status = None
-                if part.batch_id is not None:
-                    try:
-                        status = await codec.status(session, part.batch_id)
-                    except BatchHTTPError:
-                        status = None  # gone: the files the part recorded are still known
-                await self._clean(codec, session, part, status)
-            finally:
-                await session.aclose()
-
-    async def _read_part(
-        self, codec: BatchWire, session: HttpSession, part: PartState, status: BatchStatus
-    ) -> AsyncIterator[BatchResult]:
-        by_vid = dict(part.ids)
-        done = {
-            r["id"]
-            for r in self._journal.results()
-            if r.get("part") == part.n and isinstance(r.get("id"), str)
-        }
-        seen: set[str] = set()
-        if status.state == "ended":
-            async for raw in codec.results(session, status):
-                cid = by_vid.get(raw.custom_id)
-                if cid is None:
-                    logger.warning("batch job %s: a result for an id not in part %d (%r) ignored",
-                                   self.name, part.n, raw.custom_id[:80])  # fmt: skip
-                    continue
-                if cid in seen:
-                    continue
-                seen.add(cid)
-                if cid in done:
-                    continue
-                yield self._write(part, cid, raw)
-        why = status.error or f"the vendor returned no result for it (batch {status.vendor_state})"
-        for vid, cid in part.ids:
-            if cid not in seen and cid not in done:
-                kind: ErrorKind = "invalid_request" if status.state == "failed" else "protocol"
-                raw = RawResult(vid, "errored", kind=kind, message=why)
-                yield self._write(part, cid, raw)
-
-    def _plan(self, part: PartState, cid: str) -> Plan:
-        p = self._plans.get(cid)
-        if p is not None:
-            return p
-        if self._rows is None:
-            self._rows = {str(r.get("id")): r for r in self._journal.requests()}
-        return decode_plan(self._rows.get(cid, {}), part.model)
-
-    def _write(self, part: PartState, cid: str, raw: RawResult) -> BatchResult:
-        p = self._plan(part, cid)
-        if raw.outcome not in _OUTCOMES:  # a codec's slip: the row still says what it was
-            said = f"a result whose outcome is {raw.outcome!r}"[:300]
-            raw = RawResult(raw.custom_id, "errored", kind="protocol", message=said)
-        if raw.outcome == "succeeded":
-            message = read_whole(p, raw.body)
-        elif raw.outcome == "expired":
-            message = failed_answer(
-                p, "expired", raw.message or "the batch's window ran out before this request ran"
-            )
-        elif raw.outcome == "cancelled":
-            message = failed_answer(
-                p, "aborted", raw.message or "the batch was cancelled before this request ran"
-            )
-        else:
-            message = failed_answer(
-                p, raw.kind or "server", raw.message or "the vendor answered with an error"
-            )
-        batch_id = part.batch_id or ""  # "": a part cancelled before a vendor took it
-        row = {
-            "id": cid,
-            "part": part.n,
-            "batch_id": batch_id,
-            "outcome": raw.outcome,
-            "message": message.model_dump(mode="json"),
-        }
-        self._journal.write_result(row, sync=False)
-        return BatchResult(cid, raw.outcome, message, batch_id)
-
-    async def _fill_abandoned(self, part: PartState) -> list[BatchResult]:
-        """A part cancelled before its vendor took it: each of its requests comes back
-        `cancelled` (kind `aborted`), never a missing row. A resubmitted part's requests
-        keep the results they had."""
-        if part.retry_of is not None:
-            return []
-        rows = self._journal.results()
-        if {r.get("id") for r in rows if r.get("part") == part.n} >= {c for _, c in part.ids}:
-            return []
-        found: list[BatchResult] = []
-        async with _locked(self._journal):
-            done = {r.get("id") for r in self._journal.results() if r.get("part") == part.n}
-            why = "the job was cancelled before this request's part was submitted"
-            for vid, cid in part.ids:
-                if cid not in done:
-                    found.append(self._write(part, cid, RawResult(vid, "cancelled", message=why)))
-        return found
-
     async def _settle(self, part: PartState) -> None:
         if part.hold is None or part.settled:
             return
         rows = self._latest()
         actual = sum(
-            message_cost(_result(self._journal, rows[c]).message)
+            message_cost(result_of(self._journal, rows[c]).message)
             for _, c in part.ids
             if c in rows and rows[c].get("part") == part.n
         )
@@ -520,40 +360,8 @@ class BatchJob:
         return await resubmit(self)
 
 
-_OUTCOMES = frozenset(get_args(Outcome))
-
-
-def _result(journal: Journal, row: dict[str, Any]) -> BatchResult:
-    """A row of results.jsonl as a result; `ValueError` naming the file and the custom id
-    when it is not one this version writes (edited by hand)."""
-    try:
-        message = AssistantMessage.model_validate(row["message"])
-        outcome = row.get("outcome", "errored")
-        if outcome not in _OUTCOMES:
-            raise ValueError(f"'outcome' is {outcome!r}")
-    except (KeyError, TypeError, ValueError) as exc:
-        why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-        raise ValueError(
-            f"batch job {journal.name!r}: {str(journal.dir / 'results.jsonl')!r}: the row of "
-            f"{row.get('id')!r} is not one this version writes ({why}): edited by hand? "
-            "Remove the row and collect again"
-        ) from None
-    return BatchResult(str(row["id"]), outcome, message, str(row.get("batch_id", "")))
-
-
-class _locked:
-    """The job's lock, taken in a worker thread so the event loop never blocks on it."""
-
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
-        self._cm: Any = None
-
-    async def __aenter__(self) -> None:
-        self._cm = self._journal.locked()
-        await anyio.to_thread.run_sync(self._cm.__enter__)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._cm.__exit__(None, None, None)
+_locked = JobLock
+"""The job's lock (the name `_submit` imports)."""
 
 
 def _queue_key(codec: BatchWire, part: PartState) -> str:

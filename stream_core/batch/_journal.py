@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Journal", "check_name", "read_lines"]
+__all__ = ["JobLock", "Journal", "check_name", "read_lines"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -206,3 +206,20 @@ class Journal:
 
     def results(self) -> Iterator[dict[str, Any]]:
         return read_lines(self.dir / "results.jsonl")
+
+
+class JobLock:
+    """The job's lock, taken in a worker thread so the event loop never blocks on it."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._cm: Any = None
+
+    async def __aenter__(self) -> None:
+        import anyio
+
+        self._cm = self._journal.locked()
+        await anyio.to_thread.run_sync(self._cm.__enter__)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._cm.__exit__(None, None, None)
