@@ -55,6 +55,7 @@ async def submit(
         # Planned before anything is written: a refused request leaves no trace.
         nonce = secrets.token_hex(5)
         planned = (nonce, *make_parts(reqs, nonce))
+        await _check_keys(planned[1])
     async with _locked(journal):
         if journal.exists:
             state = JobState.load(journal)
@@ -106,6 +107,20 @@ async def submit(
             job = BatchJob(journal, settings, plans=plans)
     await job._submit_all()
     return job
+
+
+async def _check_keys(parts: list[PartPlan]) -> None:
+    """A part with no credential is refused before the job is written or its budget held,
+    as `stream()` sends nothing without a key (else an unnamed job is left behind, its
+    budget held for days, under a name the caller never saw)."""
+    from stream_core.provider import credentials
+
+    for part in parts:
+        found = await credentials(wire_of(part.model), part.model, part.options)
+        if found.missing is not None:
+            raise BatchHTTPError(
+                "auth", None, f"request {part.ids[0]!r}: {found.missing}; nothing was submitted"
+            )
 
 
 def _jsonl(part: PartPlan) -> bytes:

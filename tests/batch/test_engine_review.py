@@ -37,7 +37,6 @@ from stream_core.provider import (
     read_whole,
 )
 
-PENDING = pytest.mark.xfail(reason="review: a defect fixed in a later commit")
 KEY = "sk-ant-review-SECRET-0123456789"
 
 
@@ -110,7 +109,6 @@ def test_what_stream_refuses_is_refused_naming_id_and_field(
     assert list(tmp_path.iterdir()) == []
 
 
-@PENDING
 def test_no_key_is_refused_before_anything_is_written_or_held(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -119,13 +117,13 @@ def test_no_key_is_refused_before_anything_is_written_or_held(
     would hold budget for days under a name the caller never saw)."""
     from stream_core import configure_limits
     from stream_core._limits import limiter
-    from stream_core.testing import fake_vendor
+    from stream_core.testing import fake_vendor, faux_text
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_OAUTH_TOKEN", raising=False)
     configure_limits(store=str(tmp_path / "limits.json"), budget_usd=5.0)
-    with fake_vendor() as server:
-        model = get_model("anthropic", "claude-haiku-4-5")
+    model = get_model("anthropic", "claude-haiku-4-5")
+    with fake_vendor(scenarios={model.id: [faux_text("never sent")]}) as server:
         req = BatchRequest(
             "q0",
             model,
