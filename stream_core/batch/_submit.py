@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -23,6 +24,8 @@ from ._types import BatchRequest, JobProgress
 
 if TYPE_CHECKING:
     pass
+
+logger = logging.getLogger("stream_core")
 
 __all__ = ["list_jobs", "open_job", "recover", "resubmit", "submit", "vendor_batches"]
 
@@ -198,9 +201,15 @@ def list_jobs(store: str | os.PathLike[str]) -> list[tuple[str, JobProgress]]:
         return found
     for entry in sorted(root.iterdir()):
         journal = Journal(root, entry.name) if _named(entry.name) else None
-        if journal is None or not journal.exists:
+        try:
+            if journal is None or not journal.exists:
+                continue
+            state = JobState.load(journal)
+        except (PermissionError, ValueError) as exc:
+            # Another user's entry in a shared store, or a journal edited by hand: said,
+            # and the other jobs still listed (and recovered).
+            logger.warning("batch jobs under %r: %s skipped: %s", str(root), entry.name, exc)
             continue
-        state = JobState.load(journal)
         rows = {r.get("id"): r for r in read_lines(journal.dir / "results.jsonl")}
         parts = [p for p in state.parts.values() if not p.abandoned]
         if parts and all(p.collected for p in parts):

@@ -504,3 +504,33 @@ def test_a_results_row_edited_by_hand_is_a_clear_error(tmp_path: Path, monkeypat
     path.write_text(path.read_text().replace('"message":{', '"message":7,"m":{', 1))
     with pytest.raises(ValueError, match="results.jsonl"):
         open_job(tmp_path, "job").stored_results()
+
+
+def test_a_foreign_or_broken_entry_does_not_stop_recover(
+    tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    """A shared store holding another user's link and a journal edited by hand: `recover`
+    still finishes this user's job, says what it skipped, and `open_job` refuses the link."""
+    vendor = Vendor(crash_at="create")
+    install(monkeypatch, vendor)
+    store = tmp_path / "store"
+    reqs = _requests(2)
+
+    async def first() -> None:
+        await submit(reqs, store=store, name="job")
+
+    with pytest.raises(Crash):
+        anyio.run(first)
+    (tmp_path / "theirs").mkdir()
+    (store / "evil").symlink_to(tmp_path / "theirs")
+    (store / "broken").mkdir(mode=0o700)
+    (store / "broken" / "journal.jsonl").write_text('{"event":"job","nonce":7}\n')
+
+    async def again() -> list[BatchResult]:
+        (job,) = await recover(store)
+        return await job.collect(interval=0.01, timeout=5)
+
+    assert [r.custom_id for r in anyio.run(again)] == ["q0", "q1"]
+    assert "evil skipped" in caplog.text and "broken skipped" in caplog.text
+    with pytest.raises(PermissionError, match="symlink"):
+        open_job(store, "evil")
