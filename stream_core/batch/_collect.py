@@ -57,6 +57,7 @@ async def collect_part(job: BatchJob, part: PartState) -> list[BatchResult]:
                 return found
             async for result in read_part(job, codec, session, part, status):
                 found.append(result)
+            job._journal.sync_results()  # on disk before the record that says they are
             job._journal.record("collected", part=part.n, state=status.vendor_state)
             part.collected = True
             await job._settle(part)

@@ -204,6 +204,17 @@ class Journal:
     def write_result(self, row: dict[str, Any], *, sync: bool) -> None:
         _append(self.dir / "results.jsonl", dumps(row), sync=sync)
 
+    def sync_results(self) -> None:
+        """Flush results.jsonl to disk (rows are appended unsynced, one part's at a time)."""
+        try:
+            fd = os.open(self.dir / "results.jsonl", os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def results(self) -> Iterator[dict[str, Any]]:
         return read_lines(self.dir / "results.jsonl")
 

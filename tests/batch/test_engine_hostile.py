@@ -534,3 +534,30 @@ def test_a_foreign_or_broken_entry_does_not_stop_recover(
     assert "evil skipped" in caplog.text and "broken skipped" in caplog.text
     with pytest.raises(PermissionError, match="symlink"):
         open_job(store, "evil")
+
+
+def test_results_are_synced_before_the_part_is_recorded_collected(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Rows are appended unsynced; the `collected` record is fsync'ed. A power cut between
+    the two must not leave a part 'collected' whose rows never reached the disk."""
+    install(monkeypatch, Vendor())
+    import stream_core.batch._journal as journal_mod
+
+    order: list[str] = []
+    fsync = os.fsync
+
+    def watched(fd: int) -> None:
+        order.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    monkeypatch.setattr(journal_mod.os, "fsync", watched)
+    record = journal_mod.Journal.record
+
+    def recorded(self: Any, event: str, **fields: Any) -> None:
+        order.append(event)
+        record(self, event, **fields)
+
+    monkeypatch.setattr(journal_mod.Journal, "record", recorded)
+    anyio.run(lambda: _run(2, store=tmp_path))
+    assert "results.jsonl" in order[: order.index("collected")]
