@@ -551,7 +551,7 @@ def test_results_are_synced_before_the_part_is_recorded_collected(
         order.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
         fsync(fd)
 
-    monkeypatch.setattr(journal_mod.os, "fsync", watched)
+    monkeypatch.setattr(os, "fsync", watched)
     record = journal_mod.Journal.record
 
     def recorded(self: Any, event: str, **fields: Any) -> None:
