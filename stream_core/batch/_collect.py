@@ -126,10 +126,11 @@ async def read_part(
     seen: set[str] = set()
     if status.state == "ended":
         async for raw in codec.results(session, status):
-            cid = by_vid.get(raw.custom_id)
+            vid = raw.custom_id  # the vendor's: any JSON a codec handed on
+            cid = by_vid.get(vid) if isinstance(vid, str) else None
             if cid is None:
-                logger.warning("batch job %s: a result for an id not in part %d (%r) ignored",
-                               job.name, part.n, raw.custom_id[:80])  # fmt: skip
+                logger.warning("batch job %s: a result for an id not in part %d (%s) ignored",
+                               job.name, part.n, repr(vid)[:80])  # fmt: skip
                 continue
             if cid in seen:
                 continue

@@ -374,6 +374,9 @@ def test_unknown_ids_and_duplicate_lines_change_no_row(tmp_path: Path, monkeypat
         RawResult("x" * 10_000, "succeeded", body={}),
         RawResult("../../etc", "errored", message="?"),
         RawResult("", "expired"),
+        RawResult(7, "errored"),  # type: ignore[arg-type]
+        RawResult(["x"], "errored"),  # type: ignore[arg-type]
+        RawResult(None, "succeeded", body={"content": "x"}),  # type: ignore[arg-type]
     ]
     codec = _odd_results(vendor, odd, dup=True)
     install(monkeypatch, vendor)
