@@ -55,13 +55,24 @@ async def collect_part(job: BatchJob, part: PartState) -> list[BatchResult]:
             part = job.state.parts[part.n]
             if part.collected:
                 return found
-            async for result in read_part(job, codec, session, part, status):
+            missing: list[str] = []
+            async for result in read_part(job, codec, session, part, status, missing):
                 found.append(result)
             job._journal.sync_results()  # on disk before the record that says they are
-            job._journal.record("collected", part=part.n, state=status.vendor_state)
-            part.collected = True
+            kept = bool(missing)
+            job._journal.record("collected", part=part.n, state=status.vendor_state, kept=kept)
+            part.collected, part.kept = True, kept
             await job._settle(part)
-            await clean(job, codec, session, part, status)
+            if kept:
+                # Ended, yet some answers never came: the vendor's files are the only copy
+                # of what it may have billed. Never deleted here.
+                logger.warning(
+                    "batch job %s: part %d (batch %s) ended without a result for %d requests "
+                    "(%s); they are errors (protocol); the vendor's files are kept",
+                    job.name, part.n, part.batch_id, len(missing), ", ".join(missing[:5]),
+                )  # fmt: skip
+            else:
+                await clean(job, codec, session, part, status)
     finally:
         await session.aclose()
     return found
@@ -92,6 +103,7 @@ async def finish(job: BatchJob, part: PartState) -> None:
     the next job object, not by every `collect` round)."""
     codec = job._codec(part)
     wanted = job.settings.delete_files and codec.cleanup is not None and not part.cleaned
+    wanted = wanted and not part.kept
     wanted = wanted and part.n not in job._cleaning
     if (part.hold is None or part.settled) and not wanted:
         return
@@ -115,8 +127,16 @@ async def finish(job: BatchJob, part: PartState) -> None:
 
 
 async def read_part(
-    job: BatchJob, codec: BatchWire, session: HttpSession, part: PartState, status: BatchStatus
+    job: BatchJob,
+    codec: BatchWire,
+    session: HttpSession,
+    part: PartState,
+    status: BatchStatus,
+    missing: list[str],
 ) -> AsyncIterator[BatchResult]:
+    """Each result of the part not yet on disk, written; a request the vendor gave no line
+    is an error row (its custom id added to `missing` when the batch ended rather than
+    failed)."""
     by_vid = dict(part.ids)
     done = {
         r["id"]
@@ -142,6 +162,8 @@ async def read_part(
     for vid, cid in part.ids:
         if cid not in seen and cid not in done:
             kind: ErrorKind = "invalid_request" if status.state == "failed" else "protocol"
+            if kind == "protocol":
+                missing.append(cid)
             raw = RawResult(vid, "errored", kind=kind, message=why)
             yield write(job, part, cid, raw)
 

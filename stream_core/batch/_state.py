@@ -34,6 +34,8 @@ class PartState:
     cancelled: bool = False
     abandoned: bool = False
     collected: bool = False
+    kept: bool = False
+    """Collected with requests the vendor gave no result for: its files are never deleted."""
     settled: bool = False
     cleaned: bool = False
     retry_of: int | None = None
@@ -149,6 +151,7 @@ class JobState:
             part.abandoned = True
         elif event == "collected":
             part.collected = True
+            part.kept = r.get("kept") is True
         elif event == "settled":
             part.settled = True
         elif event == "cleaned":

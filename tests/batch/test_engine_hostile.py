@@ -564,3 +564,38 @@ def test_results_are_synced_before_the_part_is_recorded_collected(
     monkeypatch.setattr(journal_mod.Journal, "record", recorded)
     anyio.run(lambda: _run(2, store=tmp_path))
     assert "results.jsonl" in order[: order.index("collected")]
+
+
+def test_a_part_ended_without_some_results_keeps_the_vendor_files(
+    tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    """The vendor says ended but its results lack some lines (a file not yet whole, a
+    codec that missed one): those requests are errors (protocol), never missing rows, and
+    the vendor's files, the only copy of what it may have billed, are not deleted (nor by
+    a later run)."""
+    vendor = Vendor()
+    codec = vendor.codec()
+    inner = codec.results
+
+    async def first_line_only(s: Any, st: BatchStatus) -> Any:
+        async for r in inner(s, st):
+            yield r
+            return
+
+    install(monkeypatch, vendor)
+    import stream_core.batch._job as job_mod
+
+    monkeypatch.setattr(
+        job_mod, "batch_wire", lambda model: replace(codec, results=first_line_only)
+    )
+
+    async def run() -> list[BatchResult]:
+        results = await _run(3, store=tmp_path)
+        await open_job(tmp_path, "job").collect(interval=0.01)  # a later run
+        return results
+
+    results = anyio.run(run)
+    assert [r.outcome for r in results] == ["succeeded", "errored", "errored"]
+    assert results[1].message.error is not None and results[1].message.error.kind == "protocol"
+    assert vendor.files  # kept
+    assert "ended without a result for 2 requests" in caplog.text
