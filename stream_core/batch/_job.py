@@ -108,9 +108,12 @@ class BatchJob:
 
     # --- submission ------------------------------------------------------------------------
 
-    async def _submit_all(self) -> None:
-        """Every part not yet accepted by its vendor is found or submitted."""
-        async with _locked(self._journal):
+    async def _submit_all(self, *, wait: bool = True) -> None:
+        """Every part not yet accepted by its vendor is found or submitted; `wait=False`:
+        not now when another worker holds the job (it is submitting)."""
+        async with _locked(self._journal, wait=wait) as held:
+            if not held:
+                return
             self.state = JobState.load(self._journal)
             for part in sorted(self.state.parts.values(), key=lambda p: p.n):
                 if part.batch_id is None and not part.cancelled and not part.abandoned:
@@ -189,7 +192,9 @@ class BatchJob:
             p.batch_id is None and not (p.cancelled or p.abandoned)
             for p in self.state.parts.values()
         ):
-            await self._submit_all()
+            # Never waits for a worker that is submitting (a progress display would hang
+            # for the whole upload): that job is "submitting".
+            await self._submit_all(wait=False)
         statuses = await self.statuses()
         counts = [s.counts for s in statuses.values()]
         rows = self._latest()

@@ -138,15 +138,21 @@ class Journal:
             os.chmod(self.dir, 0o700)
 
     @contextmanager
-    def locked(self) -> Iterator[None]:
-        """Hold the job's lock (other processes working on this job wait)."""
+    def locked(self, wait: bool = True) -> Iterator[bool]:
+        """Hold the job's lock (other processes working on this job wait); with
+        `wait=False`, False at once (nothing held) when another holds it."""
         import fcntl
 
         self.create_dir()
         fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
@@ -222,15 +228,19 @@ class Journal:
 class JobLock:
     """The job's lock, taken in a worker thread so the event loop never blocks on it."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, *, wait: bool = True) -> None:
         self._journal = journal
+        self._wait = wait
         self._cm: Any = None
 
-    async def __aenter__(self) -> None:
+    async def __aenter__(self) -> bool:
+        """True: held; False (`wait=False` only): another holds it."""
         import anyio
 
-        self._cm = self._journal.locked()
-        await anyio.to_thread.run_sync(self._cm.__enter__)
+        self._cm = self._journal.locked(self._wait)
+        if not self._wait:
+            return bool(self._cm.__enter__())
+        return bool(await anyio.to_thread.run_sync(self._cm.__enter__))
 
     async def __aexit__(self, *exc: object) -> None:
         self._cm.__exit__(None, None, None)

@@ -599,3 +599,42 @@ def test_a_part_ended_without_some_results_keeps_the_vendor_files(
     assert results[1].message.error is not None and results[1].message.error.kind == "protocol"
     assert vendor.files  # kept
     assert "ended without a result for 2 requests" in caplog.text
+
+
+def test_poll_during_another_workers_submission_does_not_wait_for_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A progress display polls while a worker uploads: it says "submitting" at once, not
+    after the whole upload (nor does it submit in the worker's place)."""
+    vendor = Vendor()
+    codec = vendor.codec()
+    inner = codec.submit
+    box: dict[str, Any] = {}
+
+    async def slow_submit(s: Any, part: Any) -> str:
+        box["entered"].set()
+        await box["release"].wait()
+        return await inner(s, part)
+
+    install(monkeypatch, vendor)
+    import stream_core.batch._job as job_mod
+
+    monkeypatch.setattr(job_mod, "batch_wire", lambda model: replace(codec, submit=slow_submit))
+
+    async def run() -> Any:
+        box["entered"], box["release"] = anyio.Event(), anyio.Event()
+        seen: list[Any] = []
+
+        async def watcher() -> None:
+            await box["entered"].wait()
+            seen.append(await open_job(tmp_path, "job").poll())
+            box["release"].set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watcher)
+            await submit(_requests(2), store=tmp_path, name="job")
+        return seen[0]
+
+    progress = _in_thread(run)
+    assert (progress.state, progress.total, progress.pending) == ("submitting", 2, 2)
+    assert vendor.created == 1
