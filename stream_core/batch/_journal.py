@@ -28,6 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+from anyio.lowlevel import RunVar
+
 __all__ = ["JobLock", "Journal", "check_name", "read_lines"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -225,22 +228,57 @@ class Journal:
         return read_lines(self.dir / "results.jsonl")
 
 
+_LOCAL: RunVar[dict[str, anyio.Lock]] = RunVar("stream_core_batch_job_locks")
+
+
 class JobLock:
-    """The job's lock, taken in a worker thread so the event loop never blocks on it."""
+    """The job's lock, taken in a worker thread so the event loop never blocks on it.
+
+    The tasks of one event loop first queue on a lock of their own (cancellable, no
+    thread), so one thread at most per job waits on the file lock: 40 tasks of one
+    process waiting in threads would hold every worker thread anyio lends, and the task
+    holding the job, needing one (a connection), would wait for them forever."""
 
     def __init__(self, journal: Journal, *, wait: bool = True) -> None:
         self._journal = journal
         self._wait = wait
         self._cm: Any = None
+        self._local: anyio.Lock | None = None
 
     async def __aenter__(self) -> bool:
         """True: held; False (`wait=False` only): another holds it."""
-        import anyio
-
-        self._cm = self._journal.locked(self._wait)
+        try:
+            locks = _LOCAL.get()
+        except LookupError:
+            locks = {}
+            _LOCAL.set(locks)
+        local = locks.setdefault(os.path.abspath(self._journal.dir), anyio.Lock())
         if not self._wait:
-            return bool(self._cm.__enter__())
-        return bool(await anyio.to_thread.run_sync(self._cm.__enter__))
+            try:
+                local.acquire_nowait()
+            except anyio.WouldBlock:
+                return False
+        else:
+            await local.acquire()
+        try:
+            self._cm = self._journal.locked(self._wait)
+            if not self._wait:
+                held = bool(self._cm.__enter__())
+            else:
+                held = bool(await anyio.to_thread.run_sync(self._cm.__enter__))
+        except BaseException:
+            local.release()
+            raise
+        if not held:
+            local.release()
+        else:
+            self._local = local
+        return held
 
     async def __aexit__(self, *exc: object) -> None:
-        self._cm.__exit__(None, None, None)
+        try:
+            self._cm.__exit__(None, None, None)
+        finally:
+            if self._local is not None:
+                self._local.release()
+                self._local = None

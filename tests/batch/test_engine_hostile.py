@@ -638,3 +638,47 @@ def test_poll_during_another_workers_submission_does_not_wait_for_it(
     progress = _in_thread(run)
     assert (progress.state, progress.total, progress.pending) == ("submitting", 2, 2)
     assert vendor.created == 1
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_fifty_tasks_of_one_process_on_one_job_never_stall(tmp_path: Path, backend: str) -> None:
+    """Each task waiting on the job's file lock held a worker thread; past anyio's 40 the
+    task holding the job waited for a thread of its own (a connection) forever."""
+    from batch_apis import by_name
+    from crash_child import requests
+    from crash_run import scenario
+
+    from stream_core.testing import fake_vendor
+
+    api = by_name("anthropic")
+    with fake_vendor(scenarios={api.model().id: scenario(4)}) as server:
+        reqs = requests(api.name, server.url.replace("127.0.0.1", "localhost"), 4)
+        got: list[int] = []
+
+        async def worker() -> None:
+            job = await submit(reqs, store=tmp_path, name="job")
+            got.append(len(await job.collect(interval=0.01)))
+
+        async def run() -> None:
+            async with anyio.create_task_group() as tg:
+                for _ in range(50):
+                    tg.start_soon(worker)
+
+        box: dict[str, Any] = {}
+        t = threading.Thread(
+            target=lambda: box.setdefault("error", _catch(anyio.run, run, backend=backend)),
+            daemon=True,
+        )
+        t.start()
+        t.join(60)
+        assert not t.is_alive(), "stalled: every worker thread waits on the job's lock"
+        assert box["error"] is None
+        assert got == [4] * 50 and server.batches.created == 1
+
+
+def _catch(fn: Any, *args: Any, **kw: Any) -> BaseException | None:
+    try:
+        fn(*args, **kw)
+    except BaseException as exc:  # noqa: BLE001 - handed to the test
+        return exc
+    return None
