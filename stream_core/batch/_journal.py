@@ -277,7 +277,8 @@ class JobLock:
 
     async def __aexit__(self, *exc: object) -> None:
         try:
-            self._cm.__exit__(None, None, None)
+            if self._cm is not None:  # None: a lock not waited for, held by a task here
+                self._cm.__exit__(None, None, None)
         finally:
             if self._local is not None:
                 self._local.release()
