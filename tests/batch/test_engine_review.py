@@ -454,3 +454,35 @@ def test_failed_answer_takes_any_value() -> None:
         message = failed_answer(p, kind, text)  # type: ignore[arg-type]
         assert message.error is not None and isinstance(message.error.message, str)
         assert len(message.error.message) <= 2000
+
+
+def test_a_vendor_failing_one_cancel_does_not_keep_the_other_parts_running(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    vendor = Vendor(ended=False)
+    codec = vendor.codec()
+    inner = codec.cancel
+    first: list[str] = []
+
+    async def flaky_cancel(s: Any, bid: str) -> None:
+        if not first:
+            first.append(bid)
+            raise BatchHTTPError("server", 500, "POST /v1/batches/x/cancel: 500 try later")
+        await inner(s, bid)
+
+    install(monkeypatch, vendor)
+    import stream_core.batch._job as job_mod
+
+    monkeypatch.setattr(job_mod, "batch_wire", lambda model: replace(codec, cancel=flaky_cancel))
+
+    async def run() -> None:
+        job = await submit(_requests(4, keys=(KEY, KEY + "-2")), store=tmp_path, name="job")
+        with pytest.raises(BatchHTTPError, match="500"):
+            await job.cancel()
+        # The other part was asked all the same.
+        assert [b["cancelled"] for b in vendor.batches.values()].count(True) == 1
+        await job.cancel()  # again: the vendor answers now
+
+    anyio.run(run)
+    assert all(b["cancelled"] for b in vendor.batches.values())
+    assert len(vendor.batches) == 2
