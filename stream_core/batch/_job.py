@@ -319,35 +319,46 @@ class BatchJob:
 
     async def cancel(self) -> None:
         """Ask every vendor batch of the job to stop; parts not yet submitted never will be.
-        Requests it did not run come back `cancelled` (kind `aborted`) when collected."""
+        Requests it did not run come back `cancelled` (kind `aborted`) when collected.
+        A part whose vendor fails to answer does not stop the others: every part is asked,
+        then the first such `BatchHTTPError` is raised."""
+        failed: list[BatchHTTPError] = []
         async with _locked(self._journal):
             self.state = JobState.load(self._journal)
             for part in self.state.parts.values():
-                if part.collected:
+                if part.collected or part.abandoned:
                     continue
-                if part.batch_id is None:
-                    if part.asked:
-                        session = self._session(part)
-                        try:
-                            found = await self._codec(part).find(
-                                session, self._part(part), part.at - _FIND_SKEW
-                            )
-                        finally:
-                            await session.aclose()
-                        if found:
-                            self._accepted(part, found[0], adopted=True)
-                    if part.batch_id is None:
-                        self._journal.record("abandoned", part=part.n)
-                        part.abandoned = True
-                        await self._release(part)
-                        continue
+                try:
+                    await self._cancel_part(part)
+                except BatchHTTPError as exc:
+                    failed.append(exc)
+        if failed:
+            raise failed[0]
+
+    async def _cancel_part(self, part: PartState) -> None:
+        if part.batch_id is None:
+            if part.asked:
                 session = self._session(part)
                 try:
-                    await self._codec(part).cancel(session, part.batch_id)
+                    found = await self._codec(part).find(
+                        session, self._part(part), part.at - _FIND_SKEW
+                    )
                 finally:
                     await session.aclose()
-                self._journal.record("cancel", part=part.n)
-                part.cancelled = True
+                if found:
+                    self._accepted(part, found[0], adopted=True)
+            if part.batch_id is None:
+                self._journal.record("abandoned", part=part.n)
+                part.abandoned = True
+                await self._release(part)
+                return
+        session = self._session(part)
+        try:
+            await self._codec(part).cancel(session, part.batch_id)
+        finally:
+            await session.aclose()
+        self._journal.record("cancel", part=part.n)
+        part.cancelled = True
 
     async def _release(self, part: PartState) -> None:
         if part.hold is None:
