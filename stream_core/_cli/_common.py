@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, TextIO
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TextIO, TypeVar
 
 import anyio
 import httpx
@@ -170,3 +170,22 @@ def seconds_or_none(value: str) -> float:
     if not n >= 0:  # also rejects NaN
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return n
+
+
+T = TypeVar("T")
+
+
+async def then_close_store(run: Callable[[], Awaitable[T]]) -> T:
+    """`await run()`, then close the limit store's connections on this event loop: a
+    command's loop ends with it, and a Redis connection left open would be a socket
+    nobody closes."""
+    from .._limits import limiter
+
+    try:
+        return await run()
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                await limiter.config.store.aclose()
+            except Exception:  # noqa: BLE001 - closing is best effort; the answer stands
+                pass

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from ._common import usage_error
+from ._common import then_close_store, usage_error
 from ._render import error, json_line, table
 
 __all__ = ["add_parser", "run"]
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (TypeError, ValueError, ImportError) as exc:
         return usage_error(err, f"--store: {str(exc).removeprefix('store: ')}")
     if command == "show":
-        return anyio.run(_show, args, out, err)
+        return anyio.run(then_close_store, lambda: _show(args, out, err))
     return _clear(args, out, err)
 
 
@@ -186,7 +186,7 @@ def _clear(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out.write("nothing cleared\n")
             return 1
     try:
-        anyio.run(lambda: clear_limits(model, budgets=budgets))
+        anyio.run(then_close_store, lambda: clear_limits(model, budgets=budgets))
     except (ConnectionError, OSError, TimeoutError) as exc:
         error(err, f"limit store {where} cannot be cleared ({type(exc).__name__})")
         return 1

@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from ._common import positive_int, usage_error
+from ._common import positive_int, then_close_store, usage_error
 from ._render import error
 
 __all__ = ["add_parser", "run"]
@@ -74,4 +74,4 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 return 0
             await anyio.sleep(args.watch)
 
-    return anyio.run(show)
+    return anyio.run(then_close_store, show)
