@@ -30,7 +30,7 @@ from ._types import BatchResult
 if TYPE_CHECKING:
     from ._job import BatchJob
 
-__all__ = ["clean", "collect_part", "fill_abandoned", "finish", "result_of"]
+__all__ = ["clean", "collect_part", "fill_abandoned", "finish", "result_of", "write_abandoned"]
 
 logger = logging.getLogger("stream_core")
 
@@ -217,13 +217,20 @@ async def fill_abandoned(job: BatchJob, part: PartState) -> list[BatchResult]:
     rows = job._journal.results()
     if {r.get("id") for r in rows if r.get("part") == part.n} >= {c for _, c in part.ids}:
         return []
-    found: list[BatchResult] = []
     async with JobLock(job._journal):
-        done = {r.get("id") for r in job._journal.results() if r.get("part") == part.n}
-        why = "the job was cancelled before this request's part was submitted"
-        for vid, cid in part.ids:
-            if cid not in done:
-                found.append(write(job, part, cid, RawResult(vid, "cancelled", message=why)))
+        return write_abandoned(job, part)
+
+
+def write_abandoned(job: BatchJob, part: PartState) -> list[BatchResult]:
+    """`fill_abandoned`'s rows, the job's lock held."""
+    if part.retry_of is not None:
+        return []
+    found: list[BatchResult] = []
+    done = {r.get("id") for r in job._journal.results() if r.get("part") == part.n}
+    why = "the job was cancelled before this request's part was submitted"
+    for vid, cid in part.ids:
+        if cid not in done:
+            found.append(write(job, part, cid, RawResult(vid, "cancelled", message=why)))
     return found
 
 

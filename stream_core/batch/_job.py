@@ -29,7 +29,7 @@ from stream_core.provider import (
     batch_wire,
 )
 
-from ._collect import collect_part, fill_abandoned, finish, result_of
+from ._collect import collect_part, fill_abandoned, finish, result_of, write_abandoned
 from ._holds import take
 from ._journal import JobLock, Journal
 from ._plans import message_cost, wire_of
@@ -351,6 +351,7 @@ class BatchJob:
                 self._journal.record("abandoned", part=part.n)
                 part.abandoned = True
                 await self._release(part)
+                write_abandoned(self, part)  # its rows now: list_jobs counts it done
                 return
         session = self._session(part)
         try:

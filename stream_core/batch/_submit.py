@@ -212,7 +212,7 @@ def list_jobs(store: str | os.PathLike[str]) -> list[tuple[str, JobProgress]]:
             continue
         rows = {r.get("id"): r for r in read_lines(journal.dir / "results.jsonl")}
         parts = [p for p in state.parts.values() if not p.abandoned]
-        if parts and all(p.collected for p in parts):
+        if all(p.collected for p in parts):  # none left: every part cancelled unsent
             word = "collected"
         elif any(p.batch_id is None for p in parts):
             word = "submitting"

@@ -486,3 +486,20 @@ def test_a_vendor_failing_one_cancel_does_not_keep_the_other_parts_running(
     anyio.run(run)
     assert all(b["cancelled"] for b in vendor.batches.values())
     assert len(vendor.batches) == 2
+
+
+def test_a_job_cancelled_before_any_part_was_taken_is_listed_done_with_its_rows(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Killed before its create, then cancelled: `list_jobs` says collected (so `recover`
+    leaves it), and its stored results are every request, cancelled."""
+    from stream_core.batch import list_jobs
+
+    install(monkeypatch, Vendor(crash_at="upload"))
+    with pytest.raises(Crash):
+        _run(submit(_requests(2), store=tmp_path, name="job"))
+    anyio.run(open_job(tmp_path, "job").cancel)
+    ((_, progress),) = list_jobs(tmp_path)
+    assert (progress.state, progress.cancelled, progress.pending) == ("collected", 2, 0)
+    stored = open_job(tmp_path, "job").stored_results()
+    assert [(r.custom_id, r.outcome) for r in stored] == [("q0", "cancelled"), ("q1", "cancelled")]
