@@ -25,7 +25,6 @@ from stream_core._limits.limiter import GLOBAL_BUDGET
 from stream_core.batch import BatchRequest, BatchResult, open_job, recover, submit
 from stream_core.provider import BatchStatus, RawResult
 
-PENDING = pytest.mark.xfail(reason="review: a defect fixed in a later commit")
 HERE = Path(__file__).parent
 
 
