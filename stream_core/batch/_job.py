@@ -372,7 +372,7 @@ class BatchJob:
     async def resubmit_expired(self) -> int:
         """Submit again, in new parts of this job, every collected request whose latest
         result is `expired`; returns how many. Their new results supersede the old."""
-        from ._submit import resubmit
+        from ._resubmit import resubmit
 
         return await resubmit(self)
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from stream_core import Model, StreamOptions
 from stream_core.provider import BatchHTTPError, BatchSettings, BatchStatus, batch_wire
 
-from ._holds import take
-from ._job import BatchJob, _locked
-from ._journal import Journal, check_name, read_lines
+from ._holds import budgets_of, hold_budget_of, hold_id, release, safe, safe_model
+from ._job import BatchJob
+from ._journal import JobLock, Journal, check_name, read_lines
 from ._plans import PartPlan, make_parts, wire_of
 from ._session import HttpSession
 from ._state import JobState
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("stream_core")
 
-__all__ = ["list_jobs", "open_job", "recover", "resubmit", "submit", "vendor_batches"]
+__all__ = ["list_jobs", "open_job", "recover", "submit", "vendor_batches"]
 
 
 async def submit(
@@ -59,7 +59,7 @@ async def submit(
         nonce = secrets.token_hex(5)
         planned = (nonce, *make_parts(reqs, nonce))
         await _check_keys(planned[1])
-    async with _locked(journal):
+    async with JobLock(journal):
         if journal.exists:
             state = JobState.load(journal)
             _, plans, _ = make_parts(reqs, state.nonce, whole=False)
@@ -81,7 +81,7 @@ async def submit(
             journal.write_requests(rows)
             for part in parts:
                 journal.write_part(part.n, _jsonl(part))
-            holds = {p.n: _hold_id(job_name, p) if _budgets(p) else None for p in parts}
+            holds = {p.n: hold_id(job_name, p) if budgets_of(p) else None for p in parts}
             # The job and every part in one write: a kill leaves all or none of them (a job
             # missing a part's record was resumed without it, or "collected" with nothing).
             # Each part names its hold before it is taken: one a kill left untaken is taken
@@ -90,21 +90,21 @@ async def submit(
                 [("job", {"name": job_name, "nonce": nonce, "total": len(reqs),
                           "parts": len(parts)})]
                 + [("part", {
-                    "part": p.n, "tag": p.tag, "model": _safe_model(p.model),
-                    "headers": _safe(p.headers), "endpoint": p.endpoint, "count": len(p.ids),
+                    "part": p.n, "tag": p.tag, "model": safe_model(p.model),
+                    "headers": safe(p.headers), "endpoint": p.endpoint, "count": len(p.ids),
                     "worst": p.worst_usd, "hold": holds[p.n],
-                    "budgets": _budgets(p) if holds[p.n] else [],
+                    "budgets": budgets_of(p) if holds[p.n] else [],
                 }) for p in parts]
             )  # fmt: skip
             held: list[tuple[PartPlan, str]] = []
             try:
                 for part in parts:
-                    hold = await _hold(job_name, part, settings)
+                    hold = await hold_budget_of(job_name, part, settings)
                     if hold is not None:
                         held.append((part, hold))
             except BatchHTTPError:
                 # Nothing was sent to a vendor: the holds go back and the job leaves no trace.
-                await _release(held)
+                await release(held)
                 shutil.rmtree(journal.dir, ignore_errors=True)
                 raise
             job = BatchJob(journal, settings, plans=plans)
@@ -128,54 +128,6 @@ async def _check_keys(parts: list[PartPlan]) -> None:
 
 def _jsonl(part: PartPlan) -> bytes:
     return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in part.lines).encode()
-
-
-def _safe(headers: dict[str, str]) -> dict[str, str]:
-    """Headers without a credential: the journal never holds one."""
-    from stream_core._checks import SECRET_HEADERS
-
-    return {k: v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
-
-
-def _safe_model(model: Model) -> dict[str, object]:
-    """The model as the journal keeps it: its credential headers left out (a reopened job
-    gets its key from the environment or `open_job(options=...)`)."""
-    dump: dict[str, object] = model.model_dump(mode="json")
-    dump["headers"] = _safe(dict(model.headers))
-    return dump
-
-
-async def _release(held: list[tuple[PartPlan, str]]) -> None:
-    from stream_core._limits import limiter
-
-    for part, rid in held:
-        await limiter.settle_budget([(b, part.worst_usd, 0.0, rid) for b in _budgets(part)])
-
-
-def _budgets(part: PartPlan) -> list[str | None]:
-    from stream_core._limits import limiter
-
-    names: list[str | None] = []
-    if limiter.config.enabled and limiter.config.budget_usd is not None:
-        names.append(None)
-    if part.options.budget is not None:
-        names.append(part.options.budget)
-    return names
-
-
-def _hold_id(job: str, part: PartPlan) -> str:
-    return f"batch|{job}|{part.tag}|{part.worst_usd!r}"
-
-
-async def _hold(job: str, part: PartPlan, settings: BatchSettings) -> str | None:
-    """Reserve the part's worst case against the budgets it draws on; None when none."""
-    names = _budgets(part)
-    if not names:
-        return None
-    rid = _hold_id(job, part)
-    what = f"part {part.n} ({part.model.provider}/{part.model.id}, {len(part.ids)} requests)"
-    await take(rid, names, part.worst_usd, settings, what)
-    return rid
 
 
 def open_job(
@@ -286,50 +238,3 @@ async def vendor_batches(
     finally:
         await session.aclose()
     return found
-
-
-async def resubmit(job: BatchJob) -> int:
-    """`BatchJob.resubmit_expired`: new parts of the job for the expired requests, their
-    lines exactly as first sent (a vendor-side id is unique within its part), their worst
-    case held again (the part's, in proportion)."""
-    journal = job._journal
-    async with _locked(journal):
-        state = JobState.load(journal)
-        latest = job._latest()
-        count = 0
-        n = max(state.parts) + 1 if state.parts else 0
-        retried = state.retried()  # already in a later part: asked again twice, billed twice
-        for part in sorted(state.parts.values(), key=lambda p: p.n):
-            if not part.collected:
-                continue
-            expired = [
-                (vid, cid)
-                for vid, cid in part.ids
-                if latest.get(cid, {}).get("outcome") == "expired"
-                and latest[cid].get("part") == part.n
-                and (part.n, cid) not in retried
-            ]
-            if not expired:
-                continue
-            raw = [x for x in journal.part_bytes(part.n).splitlines() if x.strip()]
-            index = {vid: i for i, (vid, _) in enumerate(part.ids)}
-            journal.write_part(n, b"".join(raw[index[vid]] + b"\n" for vid, _ in expired))
-            share = part.worst * len(expired) / max(len(part.ids), 1)
-            plan = PartPlan(
-                n=n, codec=batch_wire(part.model), tag=f"sc{state.nonce}p{n}", model=part.model,
-                options=job._options_for(part), headers=part.headers, endpoint=part.endpoint,
-                ids=[cid for _, cid in expired], worst_usd=share,
-            )  # fmt: skip
-            hold = await _hold(state.name, plan, job.settings) if part.budgets else None
-            journal.record(
-                "part", part=n, tag=plan.tag, model=_safe_model(part.model),
-                headers=part.headers, endpoint=part.endpoint, count=len(expired), worst=share,
-                hold=hold, budgets=part.budgets if hold else [], ids=[list(x) for x in expired],
-                retry_of=part.n,
-            )  # fmt: skip
-            n += 1
-            count += len(expired)
-    if count:
-        job.state = JobState.load(journal)
-        await job._submit_all()
-    return count
