@@ -46,13 +46,6 @@ def test_a_kill_at_each_step_then_a_restart_collects_each_request_once(
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if point == "collected":
-        reason = (
-            "engine: a kill after a part's `collected` record and before its `settled` one "
-            "leaves the budget hold unsettled (a collected part is never settled on restart); "
-            "remove this marker once the engine settles it"
-        )
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     out = crash(_api(api, monkeypatch), point, tmp_path)
     if out.skipped:
         pytest.skip(out.skipped)
