@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import httpx
@@ -125,6 +126,7 @@ class HttpSession:
         signer: Callable[[httpx.Request], tuple[str, ...]] | None = None,
         ok: tuple[int, ...] = (200,),
     ) -> httpx.Response:
+        _check_url(method, url)
         auth = {} if signer is not None else await self._auth()
         tries = _TRIES if method.upper() in _READS or signer is not None and method == "PUT" else 1
         client = await self._http(url)
@@ -155,6 +157,22 @@ class HttpSession:
                 continue
             raise _http_error(method, url, response, secrets)
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+_MAX_URL = 8192
+
+
+def _check_url(method: str, url: str) -> None:
+    """Refuse a URL a vendor's value has bent: a path segment `.` or `..` (an id of `..`
+    quoted into a path would move the request to another endpoint once normalized), a
+    control character, or a URL longer than any endpoint needs. Nothing is sent."""
+    path = urlsplit(url).path
+    bent = any(seg in (".", "..") for seg in unquote(path).split("/"))
+    if bent or len(url) > _MAX_URL or any(ord(c) < 0x20 or c == "\x7f" for c in url):
+        shown = url[:120].encode("ascii", "backslashreplace").decode()
+        raise BatchHTTPError(
+            "protocol", None, f"{method} {shown}: a vendor id made this URL unsafe; not sent"
+        )
 
 
 def _where(url: str) -> str:
