@@ -19,6 +19,13 @@ import anyio
 import httpx
 
 from stream_core import Model, StreamOptions
+from stream_core._error_text import (
+    _ERROR_BODY_LIMIT,
+    retry_after_seconds,
+    retry_delay_in_body,
+    vendor_error_text,
+)
+from stream_core._errors import redact
 from stream_core._transport import shared_client_async
 from stream_core.provider import (
     BatchHTTPError,
@@ -26,7 +33,6 @@ from stream_core.provider import (
     WireAPI,
     credentials,
     error_from_status,
-    vendor_error_fields,
 )
 
 from ._journal import Journal
@@ -38,13 +44,6 @@ logger = logging.getLogger("stream_core")
 _READS = frozenset({"GET", "HEAD", "DELETE"})
 _TRIES = 4
 _BACKOFF = 0.25
-
-
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for s in secrets:
-        if s:
-            text = text.replace(s, "[redacted]")
-    return text
 
 
 class HttpSession:
@@ -147,7 +146,7 @@ class HttpSession:
                 if attempt + 1 < tries:
                     await anyio.sleep(_BACKOFF * 2**attempt)
                     continue
-                text = _redact(f"{type(exc).__name__}: {exc}", secrets)
+                text = redact(f"{type(exc).__name__}: {exc}", secrets)
                 raise BatchHTTPError("network", None, f"{method} {_where(url)}: {text}") from None
             if response.status_code in ok:
                 return response
@@ -179,31 +178,19 @@ def _where(url: str) -> str:
     return httpx.URL(url).copy_with(query=None).path[:200]
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after", "")
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if 0 <= seconds < 10**7 else None
-
-
 def _http_error(
     method: str, url: str, response: httpx.Response, secrets: tuple[str, ...]
 ) -> BatchHTTPError:
-    text = response.text[:2000]
-    vendor_type: str | None = None
-    words = text
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        found_type, found_words = vendor_error_fields(body)
-        vendor_type = found_type
-        words = found_words or text
+    """The error of a status the codec did not expect, read as a stream's HTTP error is:
+    the vendor's error type and words (or a proxy page's text), the wait it asks for
+    (`Retry-After`, `retry-after-ms`, a date, a Google `RetryInfo`), every secret redacted."""
+    body = response.content[:_ERROR_BODY_LIMIT]
+    vendor_type, words = vendor_error_text(body)
+    words = words or response.text[:2000]
     status = response.status_code
-    retry = _retry_after(response)
+    retry = retry_after_seconds(response.headers)
+    if retry is None:
+        retry = retry_delay_in_body(body)
     error = error_from_status(status, words, vendor_type=vendor_type, retry_after=retry)
-    message = _redact(f"{method} {_where(url)}: {status} {words}"[:1000], secrets)
+    message = redact(f"{method} {_where(url)}: {status} {words}"[:1000], secrets)
     return BatchHTTPError(error.kind or "server", status, message, retry)
