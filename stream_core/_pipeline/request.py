@@ -22,9 +22,16 @@ from .._history.handoff import sanitize_surrogates
 from .._models import Model
 from .._options import StreamOptions
 from .._types import Context, StreamError
-from .._wire import WireAPI
+from .._wire import WireAPI, WireRequest
 
-__all__ = ["PreparedRequest", "asks_server_tools", "prepare_request"]
+__all__ = [
+    "PreparedRequest",
+    "asks_server_tools",
+    "key_for",
+    "missing_key",
+    "prepare_request",
+    "serialized_payload",
+]
 
 
 @dataclass(slots=True)
@@ -80,10 +87,7 @@ def _prepare(
     model = _endpoint(wire, model_in, opts)
     missing: StreamError | None = None
     secrets: tuple[str, ...] = ()
-    api_key = opts.api_key
-    env = wire.api_key_env(model)
-    if api_key is None and env:
-        api_key = api_key_from_env(env)
+    api_key, env = key_for(wire, model, opts)
     req = wire.build_request(model, context, opts)
     unfilled = placeholder_problem(req.url)
     if unfilled is not None:
@@ -94,22 +98,7 @@ def _prepare(
             "AZURE_OPENAI_RESOURCE_NAME or AZURE_OPENAI_BASE_URL) or pass "
             "StreamOptions(base_url=...)"
         )
-    hooked = ""
-    if opts.on_payload is not None:
-        try:
-            replaced = opts.on_payload(req.payload, model)
-        except Exception as exc:
-            raise ValueError(
-                f"StreamOptions.on_payload raised {type(exc).__name__}: {exc}"
-            ) from exc
-        if replaced is not None:
-            if not isinstance(replaced, dict):
-                raise TypeError(
-                    "StreamOptions.on_payload must return a dict or None, "
-                    f"not {type(replaced).__name__}"
-                )
-            req.payload = replaced
-        hooked = " (after StreamOptions.on_payload)"
+    body, _ = serialized_payload(req, model, opts)
     headers = {
         # The request is built here, not by the client: its own defaults come first.
         **(opts.client.headers if opts.client is not None else {}),
@@ -127,22 +116,10 @@ def _prepare(
     client_headers = opts.client.headers if opts.client is not None else {}
     secrets = secrets_in({**client_headers, **headers}, api_key)
     if api_key is None and not secrets and wire.key_required(model):
-        where = f"set {env} or pass" if env else "pass"
-        missing = StreamError(
-            kind="auth",
-            message=f"no API key for {model.provider}: {where} StreamOptions(api_key=...)",
-        )
+        missing = StreamError(kind="auth", message=missing_key(model, env))
     timeout = httpx.Timeout(
         connect=opts.connect_timeout, read=None, write=60.0, pool=opts.pool_timeout
     )
-    # Serialized once, here, for every provider: lone surrogates (from a truncated
-    # tool output, say) cannot be encoded as UTF-8 and are removed from all outbound
-    # text, tool arguments and schemas included; NaN is not JSON and fails loudly.
-    try:
-        text = json.dumps(req.payload, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"request payload{hooked}: not JSON: {exc}") from None
-    body = sanitize_surrogates(text)
     headers.setdefault("content-type", "application/json")
     request = httpx.Request(
         "POST",
@@ -157,6 +134,53 @@ def _prepare(
         except StreamFailure as failure:  # no credentials to sign with: the first event
             return PreparedRequest(None, secrets, failure.error)
     return PreparedRequest(request, secrets, missing, asks_server_tools(req.payload))
+
+
+def key_for(wire: WireAPI, model: Model, opts: StreamOptions) -> tuple[str | None, str | None]:
+    """(the call's API key: `StreamOptions.api_key`, else the API's environment variable;
+    that variable's name, None when the API names none)."""
+    env = wire.api_key_env(model)
+    api_key = opts.api_key
+    if api_key is None and env:
+        api_key = api_key_from_env(env)
+    return api_key, env
+
+
+def missing_key(model: Model, env: str | None) -> str:
+    """What a call without a key is told (the `auth` error's words)."""
+    where = f"set {env} or pass" if env else "pass"
+    return f"no API key for {model.provider}: {where} StreamOptions(api_key=...)"
+
+
+def serialized_payload(req: WireRequest, model: Model, opts: StreamOptions) -> tuple[str, bool]:
+    """The request's body text: `StreamOptions.on_payload` applied to the built payload
+    (`req.payload` replaced when the hook returns one), then the payload serialized once,
+    for every provider and for a batch line alike. Lone surrogates (from a truncated tool
+    output, say) cannot be encoded as UTF-8 and are removed from all outbound text, tool
+    arguments and schemas included (the bool says some were); NaN is not JSON and fails
+    loudly. Raises for a hook that fails or returns something else than a dict."""
+    hooked = ""
+    if opts.on_payload is not None:
+        try:
+            replaced = opts.on_payload(req.payload, model)
+        except Exception as exc:
+            raise ValueError(
+                f"StreamOptions.on_payload raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if replaced is not None:
+            if not isinstance(replaced, dict):
+                raise TypeError(
+                    "StreamOptions.on_payload must return a dict or None, "
+                    f"not {type(replaced).__name__}"
+                )
+            req.payload = replaced
+        hooked = " (after StreamOptions.on_payload)"
+    try:
+        text = json.dumps(req.payload, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"request payload{hooked}: not JSON: {exc}") from None
+    body = sanitize_surrogates(text)
+    return body, body is not text
 
 
 def api_key_from_env(env: str) -> str | None:

@@ -19,7 +19,6 @@ from typing import Any, get_args
 
 from .._cost import CostContext, cost_context
 from .._errors import ProtocolError, StreamFailure
-from .._history.handoff import sanitize_surrogates
 from .._models import Model
 from .._options import StreamOptions
 from .._output import OutputSpec, read_output
@@ -29,7 +28,7 @@ from .._wire import WireAPI, WireRequest, _force_output_tool, output_spec
 from .assembler import Assembler
 from .checks import check_call
 from .finish import clamp_usage
-from .request import _endpoint, asks_server_tools
+from .request import _endpoint, asks_server_tools, key_for, missing_key, serialized_payload
 
 __all__ = ["Credentials", "Plan", "credentials", "failed_answer", "plan", "read_whole"]
 
@@ -72,26 +71,9 @@ def plan(
         checked, opts = _force_output_tool(wire, output, checked, opts)
     sent = _endpoint(wire, model, opts)
     request = wire.build_request(sent, checked, opts)
-    if opts.on_payload is not None:
-        try:
-            replaced = opts.on_payload(request.payload, sent)
-        except Exception as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-            raise ValueError(f"StreamOptions.on_payload raised {problem}") from exc
-        if replaced is not None:
-            if not isinstance(replaced, dict):
-                raise TypeError(
-                    "StreamOptions.on_payload must return a dict or None, "
-                    f"not {type(replaced).__name__}"
-                )
-            request.payload = replaced
-    try:
-        text = json.dumps(request.payload, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"request payload: not JSON: {exc}") from None
-    clean = sanitize_surrogates(text)
-    if clean is not text and clean != text:
-        request.payload = json.loads(clean)
+    body, cleaned = serialized_payload(request, sent, opts)
+    if cleaned:  # the line carries what the stream would send, lone surrogates removed
+        request.payload = json.loads(body)
     pricing = cost_context(sent, opts)
     if batch:
         pricing = replace(pricing, batch=True)
@@ -102,7 +84,7 @@ def plan(
         options=opts,
         output=output,
         request=request,
-        size=len(clean.encode("utf-8")),
+        size=len(body.encode("utf-8")),
         server_tools=asks_server_tools(request.payload),
         pricing=pricing,
     )
@@ -181,12 +163,8 @@ async def credentials(wire: WireAPI, model: Model, options: StreamOptions) -> Cr
     then the environment) in the API's header, else its bearer token (Vertex AI), the
     model's and the call's headers."""
     from .._errors import secrets_in
-    from .request import api_key_from_env
 
-    api_key = options.api_key
-    env = wire.api_key_env(model)
-    if api_key is None and env:
-        api_key = api_key_from_env(env)
+    api_key, env = key_for(wire, model, options)
     headers: dict[str, str] = {}
     if api_key:
         headers.update(wire.auth_headers(model, api_key))
@@ -199,6 +177,5 @@ async def credentials(wire: WireAPI, model: Model, options: StreamOptions) -> Cr
     secrets = secrets_in(headers, api_key)
     missing = None
     if not secrets and wire.sign is None and wire.key_required(model):
-        where = f"set {env} or pass" if env else "pass"
-        missing = f"no API key for {model.provider}: {where} StreamOptions(api_key=...)"
+        missing = missing_key(model, env)
     return Credentials(headers, api_key, secrets, missing)
