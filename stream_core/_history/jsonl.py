@@ -86,15 +86,43 @@ def _encode_checked(record: Record, index: int) -> str:
         raise ValueError(f"record {index}: {why}; nothing was written") from None
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a short write is continued, never lost)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def ends_cut(fd: int) -> bool:
+    """The file open as `fd` (for reading) does not end in a newline: a writer was killed
+    mid-line, or the file was edited by hand."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return False
+    if hasattr(os, "pread"):
+        return os.pread(fd, 1, size - 1) != b"\n"
+    os.lseek(fd, size - 1, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, 1) != b"\n"  # pragma: no cover
+
+
+def append_line(fd: int, line: bytes) -> None:
+    """Append one JSONL record (`line`, its newline included) to the file open as `fd`
+    (`O_APPEND`, readable): a last line that was cut is ended first, so this record never
+    joins it and is lost with it; written whole. Shared by the append-only files of the
+    package (a batch job's journal and results, `stream_core.runs.ResultLog`); a writer
+    that shares a file with others holds its own lock around the call."""
+    write_all(fd, b"\n" + line if ends_cut(fd) else line)
+
+
 def _missing_final_newline(path: str | os.PathLike[str]) -> bool:
     try:
-        with open(path, "rb") as f:
-            if f.seek(0, os.SEEK_END) == 0:
-                return False
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
         return False
+    try:
+        return ends_cut(fd)
+    finally:
+        os.close(fd)
 
 
 def dump_messages(

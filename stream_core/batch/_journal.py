@@ -31,6 +31,8 @@ from typing import Any
 import anyio
 from anyio.lowlevel import RunVar
 
+from stream_core._history.jsonl import append_line, write_all
+
 __all__ = ["JobLock", "Journal", "check_name", "read_lines"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -74,21 +76,12 @@ def dumps(obj: Any) -> bytes:
         return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def _append(path: Path, line: bytes, *, sync: bool) -> None:
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            # The last line was cut by a kill: end it, or this one would join it and be
-            # lost with it (a result row, a `submitted` record).
-            line = b"\n" + line
-        _write_all(fd, line)
+        # A last line cut by a kill is ended first: this one (a result row, a `submitted`
+        # record) must not join it and be lost with it.
+        append_line(fd, line)
         if sync:
             os.fsync(fd)
     finally:
@@ -196,7 +189,7 @@ class Journal:
         tmp = self.dir / f".{name}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

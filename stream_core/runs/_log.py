@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from stream_core import KEEP_UNKNOWN_BLOCKS, AssistantMessage, ErrorKind
+from stream_core._history.jsonl import append_line
 
 try:
     import fcntl
@@ -327,9 +328,7 @@ class ResultLog:
         fd = self._open()
         locked = _lock(fd)
         try:
-            if _cut_before(fd):
-                line = b"\n" + line
-            _write_all(fd, line)
+            append_line(fd, line)
         finally:
             if locked:
                 _unlock(fd)
@@ -380,21 +379,3 @@ def _lock(fd: int) -> bool:
 
 def _unlock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def _cut_before(fd: int) -> bool:
-    """The file's last byte is not a newline: a writer was killed mid-line."""
-    size = os.fstat(fd).st_size
-    if size == 0:
-        return False
-    if hasattr(os, "pread"):
-        return os.pread(fd, 1, size - 1) != b"\n"
-    os.lseek(fd, size - 1, os.SEEK_SET)  # pragma: no cover - Windows
-    return os.read(fd, 1) != b"\n"  # pragma: no cover
-
-
-def _write_all(fd: int, line: bytes) -> None:
-    view = memoryview(line)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
