@@ -105,13 +105,17 @@ _MAX_TIME = 32503680000.0  # the year 3000
 
 
 def unix_time(value: Any) -> float | None:
-    """Unix seconds from a vendor's time: a number (seconds) or an RFC 3339 string; None
-    for anything else or out of range."""
+    """Unix seconds from a vendor's time: a number (seconds) or an RFC 3339 string (`Z`
+    or `z`, any fraction: Google writes nanoseconds); None for anything else or out of
+    range."""
     if type(value) in (int, float):
         t = float(value)
     elif isinstance(value, str) and 0 < len(value) <= 64:
         try:
-            stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            text = value.strip()
+            if text[-1:] in ("Z", "z"):
+                text = text[:-1] + "+00:00"
+            stamp = datetime.fromisoformat(text)
         except ValueError:
             return None
         if stamp.tzinfo is None:
@@ -126,8 +130,9 @@ def unix_time(value: Any) -> float | None:
 
 
 def rfc3339(t: float) -> str:
-    """Unix seconds as an RFC 3339 string in UTC (`2024-09-24T18:37:24.100435Z`)."""
-    return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
+    """Unix seconds as an RFC 3339 string in UTC, microseconds always written, as Anthropic
+    and Google write theirs (`2024-09-24T18:37:24.100435Z`): the fake vendor's times."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass

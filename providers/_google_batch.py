@@ -9,7 +9,6 @@ request no line answered (expired, cancelled, or a protocol error: never a lost 
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import re
@@ -19,6 +18,7 @@ from typing import Any
 
 from stream_core.provider import BatchCounts, BatchSession, BatchState, Outcome, RawResult
 
+from ._batch_lines import rfc3339, unix_time
 from ._gemini_whole import read_error
 
 __all__ = [
@@ -145,32 +145,10 @@ def count(value: object) -> int:
     return 0
 
 
-_FRACTION = re.compile(r"(\.\d{1,6})\d*")
-
-
 def timestamp(value: object) -> float | None:
-    """Unix time of an RFC 3339 timestamp (`2025-07-01T10:00:00.123456789Z`), else None."""
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    text = _FRACTION.sub(r"\1", value.strip()).replace("z", "Z")
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        when = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    try:
-        return when.timestamp()
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def rfc3339(when: float) -> str:
-    """An RFC 3339 timestamp, as Google writes them (the fake vendor's)."""
-    moment = datetime.datetime.fromtimestamp(when, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
+    """Unix time of an RFC 3339 timestamp (`2025-07-01T10:00:00.123456789Z`), else None
+    (Google's times are strings; a number is not one)."""
+    return unix_time(value) if isinstance(value, str) else None
 
 
 # --- lines -------------------------------------------------------------------------------
