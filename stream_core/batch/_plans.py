@@ -11,7 +11,6 @@ recovered) and each request a vendor-side id `<tag>_<n>` that every vendor accep
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -41,6 +40,11 @@ from ._types import BatchRequest
 __all__ = ["PartPlan", "decode_plan", "decode_row", "make_parts", "wire_of", "worst_cost"]
 
 _MAX_ID = 512
+
+_LINE_ENVELOPE = 512
+"""Bytes a codec's line may add around its payload (the custom id, at most 64 characters;
+a method and URL; the keys that wrap them): the most a line counts beyond `Plan.size`
+toward a vendor's bytes per batch."""
 
 
 def wire_of(model: Model) -> WireAPI:
@@ -122,7 +126,6 @@ def make_parts(
             if codec is None:
                 raise TypeError(f"model must be a stream_core.Model, not {type(r.model).__name__}")
             p = plan(wire_of(r.model), r.model, r.context, r.options)
-            line_probe = codec.line("x", p.request, p.model)
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"request {cid!r}: {exc}") from exc
         worst = worst_cost(p)
@@ -137,7 +140,9 @@ def make_parts(
                 f"request {cid!r}: {p.model.provider}/{p.model.id} has no prices, so a budget "
                 "cannot bound its cost"
             )
-        size = len(json.dumps(line_probe, ensure_ascii=False).encode()) + 80
+        # The payload was serialized once by plan(); a line is that payload (less its
+        # streaming fields) inside the codec's envelope.
+        size = p.size + _LINE_ENVELOPE
         key = _group_key(codec, p)
         chain = groups.setdefault(key, [])
         current = chain[-1] if chain else None
@@ -154,8 +159,12 @@ def make_parts(
             chain.append(current)
             parts.append(current)
         vid = f"{current.tag}_{len(current.ids)}"
+        try:
+            line = codec.line(vid, p.request, p.model)
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"request {cid!r}: {exc}") from exc
         current.ids.append(cid)
-        current.lines.append(codec.line(vid, p.request, p.model))
+        current.lines.append(line)
         current.size += size
         current.worst_usd += worst or 0.0
         for k, v in p.request.headers.items():

@@ -4,6 +4,7 @@ created twice, none left uncollected."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,27 @@ def test_a_request_stream_would_refuse_is_refused_at_submission(
     with pytest.raises(ValueError, match="'q1'.*no_such_key"):
         anyio.run(run)
     assert not (tmp_path / "job").exists()
+
+
+def test_parts_are_split_at_the_vendors_bytes_and_none_is_over(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import dataclasses
+
+    vendor = Vendor()
+    codec = dataclasses.replace(vendor.codec(), max_bytes=4000)
+    import stream_core.batch._plans as plans
+
+    monkeypatch.setattr(plans, "batch_wire", lambda model: codec)
+    model = get_model("anthropic", "claude-haiku-4-5")
+    opts = StreamOptions(api_key="sk-test", max_tokens=100)
+    reqs = [
+        BatchRequest(f"q{i}", model, Context(messages=[UserMessage(content="x" * 900)]), opts)
+        for i in range(7)
+    ]
+    parts, _, _ = plans.make_parts(reqs, "n0nce")
+    assert len(parts) > 1
+    for part in parts:
+        size = sum(len(json.dumps(line, ensure_ascii=False).encode()) + 1 for line in part.lines)
+        assert size <= codec.max_bytes
+    assert [c for part in parts for c in part.ids] == [f"q{i}" for i in range(7)]
