@@ -18,7 +18,7 @@ import ssl
 import sys
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 import anyio
@@ -71,6 +71,12 @@ def _own_socket(response: httpx.Response) -> _Socket | None:
 _detached: set[asyncio.Task[None]] = set()
 """Strong references to detached asyncio tasks (the loop keeps only weak ones)."""
 
+_closers: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+"""The detached tasks that close something when their loop ends (`close_at_loop_end`)."""
+
+_SETTLE = 1.0
+"""How long (seconds) a loop-end closer waits for the loop's other detached tasks."""
+
 
 def _spawn_detached(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], object]:
     """Run `fn` in a task of its own, outside any task group, and return its canceller.
@@ -96,6 +102,49 @@ def _spawn_detached(fn: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[],
     _detached.add(task)
     task.add_done_callback(_detached.discard)
     return task.cancel
+
+
+def close_at_loop_end(close: Callable[[], Awaitable[object]]) -> None:
+    """`await close()` when the running event loop ends (asyncio cancels every task then;
+    trio, its system tasks).
+
+    On asyncio the loop's other detached tasks are cancelled at the same moment, and one
+    may be using what `close` closes (a count sent to Redis after an answer, say). They
+    are let end first, for at most `_SETTLE` seconds: a connection one of them opened
+    after the close would be a socket nobody closes.
+    """
+
+    async def closer() -> None:
+        me = _current_asyncio_task()
+        if me is not None:
+            _closers.add(me)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _others_ended()
+                await close()
+
+    _spawn_detached(closer)
+
+
+def _current_asyncio_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # trio
+        return None
+
+
+async def _others_ended() -> None:
+    """Wait (at most `_SETTLE` s) for this asyncio loop's detached tasks that are not
+    closers to end."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # trio: its system tasks end before the run does
+        return
+    others = [t for t in _detached if t.get_loop() is loop and not t.done() and t not in _closers]
+    if others:
+        await asyncio.wait(others, timeout=_SETTLE)
 
 
 def _loop_key() -> object:
@@ -339,7 +388,7 @@ def _new_client(key: object) -> httpx.AsyncClient:
     # is closed with its loop, like any other.
     _shared[key] = client
     _generation[key] = _limits.generation
-    _spawn_detached(lambda: _close_at_loop_end(client))
+    close_at_loop_end(client.aclose)
     return client
 
 
@@ -374,14 +423,6 @@ async def shared_client_async(tls: bool = True) -> httpx.AsyncClient:
     if client is None:
         client = _new_client(key)
     return client
-
-
-async def _close_at_loop_end(client: httpx.AsyncClient) -> None:
-    try:
-        await anyio.sleep_forever()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await client.aclose()
 
 
 # --- the end of a body --------------------------------------------------------------------

@@ -22,7 +22,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit
 
 import anyio
 
-from .._transport import _spawn_detached
+from .._transport import close_at_loop_end
 from . import redact, window
 from .redis_scripts import ADMIT, COOL, SETTLE, SPENT, TALLY
 from .redis_view import glob as _glob
@@ -66,15 +66,6 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-async def _close_at_loop_end(client: Any) -> None:
-    """A loop's client is closed as its loop ends (asyncio cancels this task then)."""
-    try:
-        await anyio.sleep_forever()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await client.aclose()
 
 
 def _credentials(url: str) -> tuple[str, ...]:
@@ -139,7 +130,7 @@ class RedisStore(LimitStore):
                 *(client.register_script(x) for x in _SCRIPTS),
             )
             self._clients[loop] = found
-            _spawn_detached(lambda: _close_at_loop_end(client))
+            close_at_loop_end(client.aclose)  # a loop's client ends with its loop
         return found
 
     def _sync_client(self) -> Any:
@@ -354,9 +345,14 @@ class RedisStore(LimitStore):
         return await read_contents(self)
 
     async def aclose(self) -> None:
-        for client, *_ in list(self._clients.values()):
-            await client.aclose()
-        self._clients.clear()
+        # This loop's client; another loop's is closed as that loop ends (closing it here
+        # would schedule work on a loop that is not running, or has closed).
+        loop = _asyncio_loop()
+        found = None if loop is None else self._clients.pop(loop, None)
+        for ended in [x for x in self._clients if x.is_closed()]:
+            del self._clients[ended]
+        if found is not None:
+            await found[0].aclose()
         if self._sync is not None:
             self._sync[0].close()
             self._sync = None

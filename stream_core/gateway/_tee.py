@@ -29,6 +29,8 @@ from typing import Any
 import anyio
 import httpx
 
+from .._transport import close_at_loop_end
+
 __all__ = ["Attempt", "FrameCheck", "Tee", "current", "gateway_client"]
 
 _SHARDS = 16
@@ -461,7 +463,6 @@ def _tls() -> ssl.SSLContext:
 
 
 _clients: weakref.WeakKeyDictionary[object, httpx.AsyncClient] = weakref.WeakKeyDictionary()
-_closers: set[Any] = set()
 
 
 def _loop_key() -> object:
@@ -500,25 +501,5 @@ async def gateway_client() -> httpx.AsyncClient:
         for pattern, t in client._mounts.items()
     }
     _clients[key] = client
-    _close_at_loop_end(client)
+    close_at_loop_end(client.aclose)  # closed as its loop ends
     return client
-
-
-def _close_at_loop_end(client: httpx.AsyncClient) -> None:
-    async def close() -> None:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        import trio
-
-        trio.lowlevel.spawn_system_task(close)
-        return
-    task = loop.create_task(close())
-    _closers.add(task)
-    task.add_done_callback(_closers.discard)
