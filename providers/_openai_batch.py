@@ -18,7 +18,8 @@ A batch OpenAI refuses for its queue (the organization's enqueued-token limit, c
 `token_limit_exceeded`, found at validation, after the create was accepted) is reported
 by `submit` as `BatchHTTPError` kind `rate_limit` when it has failed by the time of the
 check that follows the create; once found later it is a `failed` batch whose `error`
-starts with that code, and `find` never adopts it. A 429 on the create is the session's
+starts with that code (`refused`: the engine submits the part again), and `find` never
+adopts it. A 429 on the create is the session's
 `BatchHTTPError` kind `rate_limit` with the vendor's `Retry-After`.
 
 The words, writers and readers are `_openai_batch_shapes`'s: the fake vendor
@@ -284,6 +285,7 @@ BATCH = BatchWire(
     listing=_listing,
     find=_find,
     cleanup=_cleanup,
+    refused=queue_full,
     max_requests=MAX_REQUESTS,
     max_bytes=MAX_BYTES,
     min_requests=1,

@@ -16,6 +16,7 @@ the batch and file endpoints offline: status words, result-line shapes, error wo
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -144,6 +145,16 @@ class BatchSettings:
     """Seconds a submission may wait for the vendor's batch queue (a create refused as
     full, a pause learned from such a refusal by any process sharing the limit store)
     before it raises `BatchHTTPError` kind `rate_limit`."""
+    queue_pause: float = 60.0
+    """Seconds a queue refusal that names no time (OpenAI's `token_limit_exceeded`, found
+    after the create was accepted) pauses new batches to that vendor and key base URL, for
+    every process sharing the limit store. A refusal with a `Retry-After` uses it instead."""
+
+    def __post_init__(self) -> None:
+        for name in ("queue_wait", "queue_pause"):
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not 0 <= value < math.inf:
+                raise ValueError(f"BatchSettings.{name}: {value!r} is not a number of seconds")
 
 
 @dataclass(frozen=True)
@@ -231,6 +242,10 @@ class BatchWire:
     cleanup: Callable[[BatchSession, BatchStatus | None], Awaitable[None]] | None = None
     """Delete the files or objects the part made (`session.recorded`) and the vendor's
     result files, once collected; never raises for one already gone."""
+    refused: Callable[[BatchStatus], bool] | None = None
+    """Whether a `failed` batch was refused by the vendor's queue after it accepted the
+    create (OpenAI's enqueued-token limit): none of its requests ran and nothing was
+    billed, so the engine submits the part again once the learned pause is over."""
     max_requests: int = 50_000
     max_bytes: int = 200 * 1024 * 1024
     min_requests: int = 1

@@ -52,8 +52,11 @@ async def collect_part(job: BatchJob, part: PartState) -> list[BatchResult]:
             return found
         async with JobLock(job._journal):
             job.state = JobState.load(job._journal)
-            part = job.state.parts[part.n]
-            if part.collected:
+            asked, part = part.batch_id, job.state.parts[part.n]
+            if part.collected or part.batch_id != asked:  # another worker moved it on
+                return found
+            if status.state == "failed" and codec.refused is not None and codec.refused(status):
+                await job._requeue(part)  # nothing ran: submitted again, no rows
                 return found
             missing: list[str] = []
             async for result in read_part(job, codec, session, part, status, missing):

@@ -151,7 +151,7 @@ class BatchJob:
                 batch_id = await codec.submit(session, spec)
             except BatchHTTPError as exc:
                 if exc.kind == "rate_limit":
-                    await _learn_queue(codec, part, exc)
+                    await _learn_queue(codec, part, exc, self.settings)
                 raise
             self._accepted(part, batch_id, adopted=False)
         finally:
@@ -160,6 +160,21 @@ class BatchJob:
     def _accepted(self, part: PartState, batch_id: str, *, adopted: bool) -> None:
         self._journal.record("submitted", part=part.n, batch_id=batch_id, adopted=adopted)
         part.batch_id = batch_id
+
+    async def _requeue(self, part: PartState) -> None:
+        """The vendor's queue refused the part's batch after accepting it: journaled, the
+        pause learned for every process, and the part left to be submitted again (its hold
+        kept; its uploaded files reused)."""
+        assert part.batch_id is not None
+        self._journal.record("refused", part=part.n, batch_id=part.batch_id)
+        logger.warning(
+            "batch job %s: part %d (batch %s) was refused by %s's batch queue; it is "
+            "submitted again after %g s",
+            self.name, part.n, part.batch_id, self._codec(part).name, self.settings.queue_pause,
+        )  # fmt: skip
+        part.refused.append(part.batch_id)
+        part.batch_id, part.asked = None, False
+        await _learn_queue(self._codec(part), part, None, self.settings)
 
     # --- progress --------------------------------------------------------------------------
 
@@ -188,13 +203,9 @@ class BatchJob:
     async def poll(self) -> JobProgress:
         """Where the job is (see `JobProgress`); submits any part a killed process left."""
         self.state = JobState.load(self._journal)  # other processes may have moved it on
-        if any(
-            p.batch_id is None and not (p.cancelled or p.abandoned)
-            for p in self.state.parts.values()
-        ):
-            # Never waits for a worker that is submitting (a progress display would hang
-            # for the whole upload): that job is "submitting".
-            await self._submit_all(wait=False)
+        # Never waits for a worker that is submitting (a progress display would hang for
+        # the whole upload), nor raises for a vendor queue that is full: "submitting".
+        await self._submit_pending(wait=False)
         statuses = await self.statuses()
         counts = [s.counts for s in statuses.values()]
         rows = self._latest()
@@ -261,13 +272,11 @@ class BatchJob:
 
     async def results(self) -> AsyncIterator[BatchResult]:
         """Results as they become available: each ended part's results are read, written and
-        yielded once; parts still running are left for a later call (`collect` waits)."""
+        yielded once; parts still running are left for a later call (`collect` waits).
+        A part the vendor's batch queue will not take yet (`BatchHTTPError` kind
+        `rate_limit`) does not stop the others: that error is raised after them."""
         self.state = JobState.load(self._journal)  # other processes may have moved it on
-        if any(
-            p.batch_id is None and not (p.cancelled or p.abandoned)
-            for p in self.state.parts.values()
-        ):
-            await self._submit_all()
+        queue_full = await self._submit_pending()
         for part in sorted(self.state.parts.values(), key=lambda p: p.n):
             if part.abandoned:
                 for result in await fill_abandoned(self, part):
@@ -282,16 +291,41 @@ class BatchJob:
             # resubmit or open it again (waiting on a lock its own task holds: a deadlock).
             for result in await collect_part(self, part):
                 yield result
+        queue_full = await self._submit_pending() or queue_full  # a part refused just now
+        if queue_full is not None:
+            raise queue_full
+
+    async def _submit_pending(self, *, wait: bool = True) -> BatchHTTPError | None:
+        """Submit the parts no vendor has taken; the `rate_limit` error of a vendor queue
+        that will not take one yet is returned, not raised (the other parts go on)."""
+        if not any(
+            p.batch_id is None and not (p.cancelled or p.abandoned)
+            for p in self.state.parts.values()
+        ):
+            return None
+        try:
+            await self._submit_all(wait=wait)
+        except BatchHTTPError as exc:
+            if exc.kind != "rate_limit":
+                raise
+            return exc
+        return None
 
     async def collect(
         self, *, interval: float = 30.0, timeout: float | None = None
     ) -> list[BatchResult]:
         """Wait until every part has ended, collecting as they do; every result (those of
-        earlier runs included, the latest per custom id)."""
+        earlier runs included, the latest per custom id). A part the vendor's batch queue
+        refused is submitted again when its queue takes it, within `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            async for _ in self.results():
-                pass
+            try:
+                async for _ in self.results():
+                    pass
+            except BatchHTTPError as exc:
+                if exc.kind != "rate_limit":
+                    raise
+                logger.info("batch job %s: waiting for the batch queue (%s)", self.name, exc)
             self.state = JobState.load(self._journal)
             live = [p for p in self.state.parts.values() if not p.abandoned]
             if all(p.collected for p in live):
@@ -411,8 +445,11 @@ async def _queue_wait(codec: BatchWire, part: PartState, settings: BatchSettings
         await anyio.sleep(min(until - now, 5.0))
 
 
-async def _learn_queue(codec: BatchWire, part: PartState, exc: BatchHTTPError) -> None:
+async def _learn_queue(
+    codec: BatchWire, part: PartState, exc: BatchHTTPError | None, settings: BatchSettings
+) -> None:
     from stream_core._limits import limiter
 
-    pause = exc.retry_after if exc.retry_after is not None else 60.0
+    said = None if exc is None else exc.retry_after
+    pause = said if said is not None else settings.queue_pause
     await limiter.share_cool(_queue_key(codec, part), time.time() + min(pause, 3600.0))

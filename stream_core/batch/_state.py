@@ -39,6 +39,9 @@ class PartState:
     settled: bool = False
     cleaned: bool = False
     retry_of: int | None = None
+    refused: list[str] = field(default_factory=list)
+    """The vendor batches its queue refused after accepting them (none of their requests
+    ran): the part was submitted again."""
 
 
 @dataclass
@@ -145,6 +148,9 @@ class JobState:
             part.asked = True
         elif event == "submitted":
             part.batch_id = _text(r, "batch_id")
+        elif event == "refused":
+            part.refused.append(_text(r, "batch_id"))
+            part.batch_id, part.asked = None, False
         elif event == "cancel":
             part.cancelled = True
         elif event == "abandoned":

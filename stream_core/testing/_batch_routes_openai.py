@@ -248,6 +248,8 @@ def _create(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
 
 
 def _word(backend: BatchBackend, batch: FakeBatch) -> str:
+    if backend.clock() < batch.created_at + backend.validation:
+        return VALIDATING
     if batch.meta.get("errors"):
         return FAILED
     state = batch.state(backend.clock())

@@ -172,6 +172,9 @@ class BatchBackend:
         self.queue_limit: int | None = None
         """Requests in unfinished batches a create may bring the queue to; over it, the
         vendor's queue-full error (each vendor module says it its own way)."""
+        self.validation = 0.0
+        """Seconds a new batch stays `validating` before its validation's verdict shows
+        (OpenAI's: a queue-full refusal is found after the create was accepted)."""
         self.holds = Holds()
         """Requests to stop before or after they are handled (`_batch_hold`)."""
 
