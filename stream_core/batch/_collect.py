@@ -6,6 +6,7 @@ Every request gets a row: a result, or an error saying why there is none."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -55,7 +56,7 @@ async def collect_part(job: BatchJob, part: PartState) -> list[BatchResult]:
             asked, part = part.batch_id, job.state.parts[part.n]
             if part.collected or part.batch_id != asked:  # another worker moved it on
                 return found
-            if status.state == "failed" and codec.refused is not None and codec.refused(status):
+            if _refused(codec, status) and time.time() - part.at < codec.window_hours * 3600:
                 await job._requeue(part)  # nothing ran: submitted again, no rows
                 return found
             missing: list[str] = []
@@ -162,13 +163,22 @@ async def read_part(
                 continue
             yield write(job, part, cid, raw)
     why = status.error or f"the vendor returned no result for it (batch {status.vendor_state})"
+    refused = _refused(codec, status)  # ... until the window ran out: expired, never ran
     for vid, cid in part.ids:
         if cid not in seen and cid not in done:
             kind: ErrorKind = "invalid_request" if status.state == "failed" else "protocol"
             if kind == "protocol":
                 missing.append(cid)
             raw = RawResult(vid, "errored", kind=kind, message=why)
+            if refused:
+                said = f"the vendor's batch queue refused it until the window ran out ({why})"
+                raw = RawResult(vid, "expired", message=said[:500])
             yield write(job, part, cid, raw)
+
+
+def _refused(codec: BatchWire, status: BatchStatus) -> bool:
+    """Whether the vendor's queue refused the batch after accepting it (none of it ran)."""
+    return status.state == "failed" and codec.refused is not None and codec.refused(status)
 
 
 def plan(job: BatchJob, part: PartState, cid: str) -> Plan:

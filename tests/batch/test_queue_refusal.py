@@ -11,6 +11,7 @@ held-and-settled cost. (A refusal seen at the create's own check is a `rate_limi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -118,3 +119,37 @@ def test_a_bad_queue_setting_is_named() -> None:
         for bad in (-1.0, float("nan"), float("inf"), "60", True):
             with pytest.raises(ValueError, match=name):
                 BatchSettings(**{name: bad})  # type: ignore[arg-type]
+
+
+def test_a_part_refused_past_its_window_is_expired_and_can_be_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never an endless loop of creates: a part the queue still refuses once the vendor's
+    window since its submission is over comes back `expired` (none of it ran), and
+    `resubmit_expired()` sends it again."""
+    from stream_core.providers import _openai_batch
+
+    turns = [faux_text("ok", usage=Usage(input=12, output=3))] * 8
+    with fake_vendor(scenarios={MODEL.id: turns}, batch_delay=0.3) as fake:
+        fake.batches.queue_limit = 2
+        fake.batches.validation = 0.1
+        configure_limits()
+
+        async def run() -> tuple[list[BatchResult], list[BatchResult], int]:
+            await submit(_requests(fake.url, "a"), store=tmp_path, name="first")
+            job = await submit(_requests(fake.url, "b"), store=tmp_path, name="second")
+            # A window already over (the vendor's is 24 h): the refusal is final.
+            short = dataclasses.replace(_openai_batch.BATCH, window_hours=0.0)
+            with monkeypatch.context() as m:
+                m.setattr(_openai_batch, "BATCH", short)
+                gone = await job.collect(interval=0.05, timeout=30)
+            sent = await job.resubmit_expired()
+            return gone, await job.collect(interval=0.05, timeout=30), sent
+
+        gone, again, sent = anyio.run(run)
+    configure_limits()
+    assert [(r.custom_id, r.outcome) for r in gone] == [("b0", "expired"), ("b1", "expired")]
+    assert all(r.message.error and r.message.error.kind == "expired" for r in gone)
+    assert "queue refused" in str(gone[0].message.error)
+    assert sent == 2
+    assert [(r.custom_id, r.outcome) for r in again] == [("b0", "succeeded"), ("b1", "succeeded")]
