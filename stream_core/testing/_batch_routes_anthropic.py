@@ -148,16 +148,16 @@ def listing(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
 
 @route("GET", f"{_BATCHES}/{_ID}")
 def retrieve(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
-    batch = backend.get(ask.match["id"])
-    if batch is None or batch.vendor != VENDOR:
+    batch = backend.get(ask.match["id"], VENDOR)
+    if batch is None:
         return _gone(ask.match["id"])
     return HTTPAnswer.of(200, _object(backend, batch))
 
 
 @route("POST", f"{_BATCHES}/{_ID}/cancel")
 def cancel(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
-    batch = backend.get(ask.match["id"])
-    if batch is None or batch.vendor != VENDOR:
+    batch = backend.get(ask.match["id"], VENDOR)
+    if batch is None:
         return _gone(ask.match["id"])
     backend.cancel(batch.id)
     return HTTPAnswer.of(200, _object(backend, batch))
@@ -165,8 +165,8 @@ def cancel(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
 
 @route("DELETE", f"{_BATCHES}/{_ID}")
 def delete(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
-    batch = backend.get(ask.match["id"])
-    if batch is None or batch.vendor != VENDOR:
+    batch = backend.get(ask.match["id"], VENDOR)
+    if batch is None:
         return _gone(ask.match["id"])
     if batch.state(backend.clock()) != "ended":
         return _error("invalid_request", "a batch must end (or be cancelled) to be deleted")
@@ -189,8 +189,8 @@ def result_line(backend: BatchBackend, model: str, r: FakeResult) -> dict[str, A
 
 @route("GET", f"{_BATCHES}/{_ID}/results")
 def results(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
-    batch = backend.get(ask.match["id"])
-    if batch is None or batch.vendor != VENDOR:
+    batch = backend.get(ask.match["id"], VENDOR)
+    if batch is None:
         return _gone(ask.match["id"])
     if batch.results is None:
         return _error("invalid_request", f"message batch {batch.id} has not ended yet")

@@ -297,8 +297,7 @@ def _object(backend: BatchBackend, batch: FakeBatch) -> dict[str, Any]:
 
 
 def _find(backend: BatchBackend, said: str) -> FakeBatch | None:
-    batch = backend.get(jobs.job_id(said))
-    return batch if batch is not None and batch.vendor == VENDOR else None
+    return backend.get(jobs.job_id(said), VENDOR)
 
 
 @route("GET", _JOB + r"/(?P<id>.+)")

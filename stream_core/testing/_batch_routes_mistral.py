@@ -247,14 +247,9 @@ def _job(backend: BatchBackend, batch: FakeBatch) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _mine(backend: BatchBackend, job_id: str) -> FakeBatch | None:
-    batch = backend.get(job_id)
-    return batch if batch is not None and batch.vendor == VENDOR else None
-
-
 @route("GET", f"{_JOBS}/{_ID}")
 def retrieve(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
-    batch = _mine(backend, ask.match["id"])
+    batch = backend.get(ask.match["id"], VENDOR)
     if batch is None:
         return _gone("batch job", ask.match["id"])
     return HTTPAnswer.of(200, _job(backend, batch))
@@ -262,7 +257,7 @@ def retrieve(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
 
 @route("POST", f"{_JOBS}/{_ID}/cancel")
 def cancel(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
-    batch = _mine(backend, ask.match["id"])
+    batch = backend.get(ask.match["id"], VENDOR)
     if batch is None:
         return _gone("batch job", ask.match["id"])
     backend.cancel(batch.id)

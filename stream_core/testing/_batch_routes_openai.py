@@ -319,14 +319,9 @@ def _render(backend: BatchBackend, batch: FakeBatch, word: str | None = None) ->
     )  # fmt: skip
 
 
-def _batch(backend: BatchBackend, id: str) -> FakeBatch | None:
-    batch = backend.get(id)
-    return batch if batch is not None and batch.vendor == VENDOR else None
-
-
 @route("GET", r"/v1/batches/(?P<id>[^/]+)")
 def _get(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
-    batch = _batch(backend, ask.match["id"])
+    batch = backend.get(ask.match["id"], VENDOR)
     if batch is None:
         return _error("not_found", f"No batch found with id '{ask.match['id']}'.")
     return HTTPAnswer.of(200, _render(backend, batch))
@@ -334,7 +329,7 @@ def _get(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
 
 @route("POST", r"/v1/batches/(?P<id>[^/]+)/cancel")
 def _cancel(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
-    batch = _batch(backend, ask.match["id"])
+    batch = backend.get(ask.match["id"], VENDOR)
     if batch is None:
         return _error("not_found", f"No batch found with id '{ask.match['id']}'.")
     word = _word(backend, batch)

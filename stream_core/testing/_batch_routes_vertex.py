@@ -187,8 +187,7 @@ def _resource(backend: BatchBackend, batch: FakeBatch) -> dict[str, Any]:
 
 
 def _job(backend: BatchBackend, ask: HTTPAsk) -> FakeBatch | None:
-    found = backend.get(ask.match["id"])
-    return found if found is not None and found.vendor == VENDOR else None
+    return backend.get(ask.match["id"], VENDOR)
 
 
 @route("GET", rf"{_JOBS}/{_ID}")

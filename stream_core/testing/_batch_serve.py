@@ -227,12 +227,14 @@ class BatchBackend:
             self.created += 1
             return batch
 
-    def get(self, id: str) -> FakeBatch | None:
-        """The batch, its results written if its time has come."""
+    def get(self, id: str, vendor: str | None = None) -> FakeBatch | None:
+        """The batch, its results written if its time has come; None when `vendor` is
+        given and the batch is another vendor's (each API sees only its own)."""
         with self.lock:
             batch = self.batches.get(id)
-        if batch is not None:
-            self._advance(batch)
+        if batch is None or vendor is not None and batch.vendor != vendor:
+            return None
+        self._advance(batch)
         return batch
 
     def listing(self, vendor: str) -> list[FakeBatch]:
