@@ -21,12 +21,9 @@ requests or 256 MB a batch, 24 hours to run, custom ids `^[a-zA-Z0-9_-]{1,64}$`.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
-
-import httpx
 
 from stream_core import AssistantMessage, ErrorKind, Model
 from stream_core.provider import (
@@ -50,6 +47,7 @@ from ._batch_lines import (
     clip,
     count,
     is_json,
+    json_object,
     jsonl,
     protocol_result,
     rfc3339,
@@ -146,19 +144,6 @@ def create_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 # --- the batch object ----------------------------------------------------------------------
-
-
-def _object(response: httpx.Response, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(response.content)
-    except (ValueError, RecursionError):
-        data = None
-    if type(data) is not dict:
-        said = clip(response.content.decode("utf-8", "replace"), 200)
-        raise BatchHTTPError(
-            "protocol", response.status_code, f"{what}: not a JSON object: {said!r}"
-        )
-    return data
 
 
 def read_status(data: Any) -> BatchStatus:
@@ -290,12 +275,12 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
         json={"requests": part.lines},
         headers=create_headers(part.headers),
     )
-    return read_status(_object(response, "create message batch")).id
+    return read_status(json_object(response, "create message batch")).id
 
 
 async def status(session: BatchSession, batch_id: str) -> BatchStatus:
     response = await session.send("GET", _batch_url(session, batch_id))
-    return read_status(_object(response, f"message batch {batch_id}"))
+    return read_status(json_object(response, f"message batch {batch_id}"))
 
 
 def _results_url(session: BatchSession, batch: BatchStatus) -> str:
@@ -316,12 +301,8 @@ def _results_url(session: BatchSession, batch: BatchStatus) -> str:
 async def results(session: BatchSession, batch: BatchStatus) -> AsyncIterator[RawResult]:
     response = await session.send("GET", _results_url(session, batch))
     unreadable = Unreadable(f"message batch {batch.id}")
-    for n, value, text in jsonl(response.content):
-        result = read_result(n, value, text)
-        if result is None:
-            unreadable.add(n)
-        else:
-            yield result
+    for result in unreadable.read(response.content, read_result):
+        yield result
     unreadable.report()
 
 
@@ -336,7 +317,7 @@ async def listing(session: BatchSession) -> AsyncGenerator[BatchStatus, None]:
         if after is not None:
             params["after_id"] = after
         response = await session.send("GET", session.url(BATCHES), params=params)
-        page = _object(response, "list message batches")
+        page = json_object(response, "list message batches")
         items = page.get("data")
         for item in items if type(items) is list else ():
             try:

@@ -16,12 +16,14 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from stream_core.provider import RawResult
+import httpx
+
+from stream_core.provider import BatchHTTPError, RawResult
 
 __all__ = [
     "MAX_COUNT",
@@ -48,6 +50,32 @@ _ID_IN_TEXT = re.compile(r'"custom_id"\s*:\s*"([A-Za-z0-9_-]{1,64})"')
 
 def clip(text: str, limit: int = _TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def json_body(response: httpx.Response, what: str) -> Any:
+    """The answer's JSON, of any type; `BatchHTTPError` kind `protocol` when it is not
+    JSON (junk, or nested deeper than the parser goes)."""
+    try:
+        return json.loads(response.content)
+    except (ValueError, RecursionError):
+        raise BatchHTTPError(
+            "protocol", response.status_code, f"{what}: the answer is not JSON"
+        ) from None
+
+
+def json_object(response: httpx.Response, what: str) -> dict[str, Any]:
+    """The answer's JSON object; `BatchHTTPError` kind `protocol`, quoting the answer's
+    start, when it is not one."""
+    try:
+        data = json.loads(response.content)
+    except (ValueError, RecursionError):
+        data = None
+    if type(data) is not dict:
+        said = clip(response.content.decode("utf-8", "replace"), 200)
+        raise BatchHTTPError(
+            "protocol", response.status_code, f"{what}: not a JSON object: {said!r}"
+        )
+    return data
 
 
 def text_of(value: Any, limit: int = 200) -> str:
@@ -144,6 +172,18 @@ class Unreadable:
 
     def add(self, n: int) -> None:
         self.lines.append(n)
+
+    def read(
+        self, data: bytes, read: Callable[[int, Any, str], RawResult | None]
+    ) -> Iterator[RawResult]:
+        """Each line of the JSONL `data` that `read` (line number, value, text) makes a
+        result of; a line it cannot tie to a custom id (None) is noted here."""
+        for n, value, text in jsonl(data):
+            result = read(n, value, text)
+            if result is None:
+                self.add(n)
+            else:
+                yield result
 
     def words(self) -> str | None:
         """ "result line 3, 9 named no custom id", or None when every line named one."""

@@ -28,8 +28,6 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from stream_core import AssistantMessage, ErrorKind, Model
 from stream_core.provider import (
     BatchCounts,
@@ -52,6 +50,7 @@ from ._batch_lines import (
     clip,
     count,
     is_json,
+    json_object,
     jsonl,
     protocol_result,
     rfc3339,
@@ -124,19 +123,6 @@ def line(custom_id: str, request: WireRequest, model: Model) -> dict[str, Any]:
     """One request: the planned payload without its streaming fields."""
     body = {k: v for k, v in request.payload.items() if k not in STREAM_FIELDS}
     return {"custom_id": custom_id, "body": body}
-
-
-def _object(response: httpx.Response, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(response.content)
-    except (ValueError, RecursionError):
-        data = None
-    if type(data) is not dict:
-        said = clip(response.content.decode("utf-8", "replace"), 200)
-        raise BatchHTTPError(
-            "protocol", response.status_code, f"{what}: not a JSON object: {said!r}"
-        )
-    return data
 
 
 def _id(value: Any) -> str | None:
@@ -359,7 +345,7 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
         files={"file": (f"{part.tag}.jsonl", data, "application/jsonl")},
         data={"purpose": "batch"},
     )
-    file_id = _id(_object(uploaded, "upload batch file").get("id"))
+    file_id = _id(json_object(uploaded, "upload batch file").get("id"))
     if file_id is None:
         raise BatchHTTPError("protocol", uploaded.status_code, "upload batch file: no id")
     session.record(input_files=[*_recorded_files(session), file_id])
@@ -371,12 +357,12 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
         "timeout_hours": session.settings.window_hours or int(BATCH.window_hours),
     }
     created = await session.send("POST", session.url(JOBS), json=job)
-    return read_status(_object(created, "create batch job")).id
+    return read_status(json_object(created, "create batch job")).id
 
 
 async def status(session: BatchSession, job_id: str) -> BatchStatus:
     response = await session.send("GET", _job_url(session, job_id))
-    return read_status(_object(response, f"batch job {job_id}"))
+    return read_status(json_object(response, f"batch job {job_id}"))
 
 
 async def _file(session: BatchSession, file_id: str) -> bytes:
@@ -403,11 +389,8 @@ async def results(session: BatchSession, job: BatchStatus) -> AsyncIterator[RawR
         file_id = job.where.get(key)
         if not isinstance(file_id, str):
             continue
-        for n, value, text in jsonl(await _file(session, file_id)):
-            result = read_result(n, value, text)
-            if result is None:
-                unreadable.add(n)
-            elif result.custom_id not in seen:
+        for result in unreadable.read(await _file(session, file_id), read_result):
+            if result.custom_id not in seen:
                 seen.add(result.custom_id)
                 yield result
     if job.state == "ended" and (len(seen) < job.counts.total or unreadable.lines):
@@ -433,7 +416,7 @@ async def _jobs(
         if created_after is not None:
             params["created_after"] = rfc3339(max(created_after, 0.0))
         response = await session.send("GET", session.url(JOBS), params=params)
-        said = _object(response, "list batch jobs")
+        said = json_object(response, "list batch jobs")
         items = said.get("data")
         items = items if type(items) is list else []
         for item in items:

@@ -35,8 +35,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from stream_core import Model
 from stream_core.provider import (
     BatchHTTPError,
@@ -48,7 +46,7 @@ from stream_core.provider import (
     WireRequest,
 )
 
-from ._batch_lines import Unreadable, jsonl, text_of
+from ._batch_lines import Unreadable, json_body, text_of
 from ._openai_batch_shapes import (
     CANCELLED_CODE,
     ENDPOINTS,
@@ -102,15 +100,6 @@ def _line(custom_id: str, request: WireRequest, model: Model) -> dict[str, Any]:
     return input_line(custom_id, endpoint, body)
 
 
-def _json_of(response: httpx.Response, what: str) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise BatchHTTPError(
-            "protocol", response.status_code, f"{what}: the answer is not JSON"
-        ) from None
-
-
 def _file_body(lines: Sequence[Mapping[str, Any]]) -> bytes:
     text = "".join(
         json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines
@@ -142,7 +131,7 @@ async def _submit(session: BatchSession, part: BatchPart) -> str:
             files={"file": (f"{part.tag}.jsonl", data, "application/jsonl")},
             data={"purpose": PURPOSE},
         )
-        uploaded = _json_of(response, "file upload")
+        uploaded = json_body(response, "file upload")
         file_id = uploaded.get("id") if type(uploaded) is dict else None
         if type(file_id) is not str or not file_id:
             raise BatchHTTPError(
@@ -160,7 +149,7 @@ async def _submit(session: BatchSession, part: BatchPart) -> str:
             "metadata": {TAG_KEY: part.tag},
         },
     )
-    created = read_status(_json_of(response, "batch create"))
+    created = read_status(json_body(response, "batch create"))
     checked = created
     if created.state == "submitted":
         try:
@@ -179,7 +168,7 @@ async def _submit(session: BatchSession, part: BatchPart) -> str:
 
 async def _status_of(session: BatchSession, batch_id: str) -> BatchStatus:
     response = await session.send("GET", session.url(f"/batches/{quote(batch_id, safe='')}"))
-    return read_status(_json_of(response, "batch status"))
+    return read_status(json_body(response, "batch status"))
 
 
 async def _results(session: BatchSession, status: BatchStatus) -> AsyncIterator[RawResult]:
@@ -190,12 +179,8 @@ async def _results(session: BatchSession, status: BatchStatus) -> AsyncIterator[
             continue
         url = session.url(f"/files/{quote(file_id, safe='')}/content")
         response = await session.send("GET", url)
-        for n, value, text in jsonl(response.content):
-            result = read_line(n, value, text)
-            if result is None:
-                unreadable.add(n)
-            else:
-                yield result
+        for result in unreadable.read(response.content, read_line):
+            yield result
     unreadable.report()  # the engine gives their requests back errored (protocol)
 
 
@@ -220,7 +205,7 @@ async def _listing(session: BatchSession) -> AsyncIterator[BatchStatus]:
         if after is not None:
             params["after"] = after
         response = await session.send("GET", session.url("/batches"), params=params)
-        page = _json_of(response, "batch listing")
+        page = json_body(response, "batch listing")
         items = page.get("data") if type(page) is dict else None
         if type(items) is not list or not items:
             return

@@ -388,6 +388,26 @@ def test_a_create_refused_with_a_429_is_a_rate_limit_with_its_retry_after(tmp_pa
     assert "sk-test" not in error.message
 
 
+_NOT_JSON = {"junk": b"<html>busy</html>", "deep": b"[" * 100_000 + b"]" * 100_000}
+
+
+@route("GET", r"/(?P<how>junk|deep)/v1/batches/(?P<id>[^/]+)")
+def _garbled_status(backend: BatchBackend, ask: HTTPAsk) -> HTTPAnswer:
+    return HTTPAnswer(200, _NOT_JSON[ask.match["how"]], media_type="application/json")
+
+
+@pytest.mark.parametrize("how", sorted(_NOT_JSON))
+def test_a_status_answer_that_is_not_json_is_a_protocol_error(how: str) -> None:
+    """Junk, or JSON nested past the parser's depth (a `RecursionError` once escaped)."""
+    model = _model(CHAT)
+    with fake_vendor(scenarios={model.id: ["x"]}) as fake:
+        session = _Session(model, fake)
+        session.model = session.model.model_copy(update={"base_url": f"{fake.url}/{how}/v1"})
+        with pytest.raises(BatchHTTPError) as said:
+            anyio.run(codec.BATCH.status, session, "batch_1")
+    assert said.value.kind == "protocol" and "not JSON" in said.value.message
+
+
 def test_a_file_the_vendor_cannot_read_fails_the_batch_naming_the_line() -> None:
     model = _model(CHAT)
     with fake_vendor(scenarios={model.id: ["x"]}) as fake:
