@@ -165,15 +165,17 @@ async def read_part(
     why = status.error or f"the vendor returned no result for it (batch {status.vendor_state})"
     refused = _refused(codec, status)  # ... until the window ran out: expired, never ran
     for vid, cid in part.ids:
-        if cid not in seen and cid not in done:
+        if cid in seen or cid in done:
+            continue
+        if refused:
+            said = f"the vendor's batch queue refused it until the window ran out ({why})"
+            raw = RawResult(vid, "expired", message=said[:500])
+        else:
             kind: ErrorKind = "invalid_request" if status.state == "failed" else "protocol"
             if kind == "protocol":
                 missing.append(cid)
             raw = RawResult(vid, "errored", kind=kind, message=why)
-            if refused:
-                said = f"the vendor's batch queue refused it until the window ran out ({why})"
-                raw = RawResult(vid, "expired", message=said[:500])
-            yield write(job, part, cid, raw)
+        yield write(job, part, cid, raw)
 
 
 def _refused(codec: BatchWire, status: BatchStatus) -> bool:

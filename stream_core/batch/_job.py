@@ -151,7 +151,7 @@ class BatchJob:
                 batch_id = await codec.submit(session, spec)
             except BatchHTTPError as exc:
                 if exc.kind == "rate_limit":
-                    await _learn_queue(codec, part, exc, self.settings)
+                    await _learn_queue(codec, part, exc.retry_after, self.settings)
                 raise
             self._accepted(part, batch_id, adopted=False)
         finally:
@@ -174,7 +174,7 @@ class BatchJob:
         )  # fmt: skip
         part.refused.append(part.batch_id)
         part.batch_id, part.asked = None, False
-        await _learn_queue(self._codec(part), part, None, self.settings)
+        await _learn_queue(self._codec(part), part, None, self.settings)  # names no time
 
     # --- progress --------------------------------------------------------------------------
 
@@ -446,10 +446,11 @@ async def _queue_wait(codec: BatchWire, part: PartState, settings: BatchSettings
 
 
 async def _learn_queue(
-    codec: BatchWire, part: PartState, exc: BatchHTTPError | None, settings: BatchSettings
+    codec: BatchWire, part: PartState, retry_after: float | None, settings: BatchSettings
 ) -> None:
+    """A pause of the vendor's `retry_after` (else `settings.queue_pause`) seconds, shared
+    by every process using the limit store."""
     from stream_core._limits import limiter
 
-    said = None if exc is None else exc.retry_after
-    pause = said if said is not None else settings.queue_pause
+    pause = retry_after if retry_after is not None else settings.queue_pause
     await limiter.share_cool(_queue_key(codec, part), time.time() + min(pause, 3600.0))
