@@ -52,6 +52,15 @@ def clip(text: str, limit: int = _TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def json_or_none(response: httpx.Response) -> Any:
+    """The answer's JSON, of any type; None when it is not JSON (junk, or nested deeper
+    than the parser goes)."""
+    try:
+        return json.loads(response.content)
+    except (ValueError, RecursionError):
+        return None
+
+
 def json_body(response: httpx.Response, what: str) -> Any:
     """The answer's JSON, of any type; `BatchHTTPError` kind `protocol` when it is not
     JSON (junk, or nested deeper than the parser goes)."""

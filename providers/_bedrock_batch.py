@@ -52,7 +52,7 @@ from stream_core.provider import (
 )
 
 from . import _aws, _s3
-from ._batch_lines import clip, jsonl, rfc3339
+from ._batch_lines import clip, json_object, jsonl, rfc3339
 from ._bedrock_endpoint import _ENDPOINT
 from ._bedrock_endpoint import endpoint as runtime_endpoint
 from ._bedrock_endpoint import profile as call_profile
@@ -250,7 +250,7 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
     response = await session.send("POST", f"{control}{JOB}", json=payload, ok=(200, 201, 400))
     if response.status_code == 400:
         raise _refusal(response, f"POST {JOB}")
-    data = _object(response, "CreateModelInvocationJob")
+    data = json_object(response, "CreateModelInvocationJob")
     arn = data.get("jobArn")
     if not isinstance(arn, str) or not arn or len(arn) > 1011:
         raise BatchHTTPError(
@@ -259,24 +259,13 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
     return arn
 
 
-def _object(response: httpx.Response, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(response.content)
-    except (ValueError, RecursionError):
-        data = None
-    if type(data) is not dict:
-        said = clip(response.content.decode("utf-8", "replace"), 200)
-        raise BatchHTTPError("protocol", response.status_code, f"{what}: not an object: {said!r}")
-    return data
-
-
 # --- status ---------------------------------------------------------------------------------
 
 
 async def status(session: BatchSession, batch_id: str) -> BatchStatus:
     control, _ = _control(session)
     response = await session.send("GET", _job_url(control, batch_id))
-    return read_status(_object(response, "GetModelInvocationJob"), batch_id)
+    return read_status(json_object(response, "GetModelInvocationJob"), batch_id)
 
 
 # --- results --------------------------------------------------------------------------------
@@ -373,7 +362,7 @@ async def _pages(session: BatchSession, params: dict[str, str]) -> AsyncIterator
         if token is not None:
             asked["nextToken"] = token
         response = await session.send("GET", f"{control}{JOBS}", params=asked)
-        data = _object(response, "ListModelInvocationJobs")
+        data = json_object(response, "ListModelInvocationJobs")
         jobs = data.get("invocationJobSummaries")
         for job in jobs if type(jobs) is list else []:
             if type(job) is dict and isinstance(job.get("jobArn"), str):

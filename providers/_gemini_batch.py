@@ -36,6 +36,7 @@ from stream_core.provider import (
     WireRequest,
 )
 
+from ._batch_lines import json_or_none
 from ._gemini_whole import answer_body, error_object
 from ._google_batch import (
     ENDED_AS,
@@ -129,7 +130,7 @@ async def _upload(session: BatchSession, data: bytes, tag: str) -> str:
             "content-type": "application/jsonl",
         },
     )
-    found = _json(done)
+    found = json_or_none(done)
     file = found.get("file", found) if isinstance(found, dict) else None
     name = safe_path(file.get("name") if isinstance(file, dict) else None, _FILE)
     if name is None:
@@ -158,7 +159,7 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
     batch = {"displayName": part.tag, "model": f"models/{part.model.id}", "inputConfig": config}
     url = session.url(f"models/{part.model.id}:batchGenerateContent")
     response = await session.send("POST", url, json={"batch": batch}, headers=part.headers)
-    found = _json(response)
+    found = json_or_none(response)
     status = _status(found) if isinstance(found, dict) else None
     if status is None:
         raise BatchHTTPError("protocol", response.status_code, f"no batch name in: {clip(found)}")
@@ -166,13 +167,6 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
 
 
 # --- status ------------------------------------------------------------------------------
-
-
-def _json(response: Any) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
 
 
 def _output(obj: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +232,7 @@ def _batch_url(session: BatchSession, batch_id: str, suffix: str = "") -> str:
 
 async def status(session: BatchSession, batch_id: str) -> BatchStatus:
     response = await session.send("GET", _batch_url(session, batch_id))
-    found = _json(response)
+    found = json_or_none(response)
     read = _status(found) if isinstance(found, dict) else None
     if read is None:
         raise BatchHTTPError("protocol", response.status_code, f"not a batch: {clip(found)}")
@@ -308,7 +302,7 @@ async def results(session: BatchSession, batch: BatchStatus) -> AsyncIterator[Ra
                 yield found
     elif batch.where.get("inline"):
         response = await session.send("GET", _batch_url(session, batch.id))
-        obj = _json(response)
+        obj = json_or_none(response)
         obj = obj if isinstance(obj, dict) else {}
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, dict) else obj
@@ -344,7 +338,7 @@ async def listing(session: BatchSession) -> AsyncIterator[BatchStatus]:
         params = {"pageSize": PAGE_SIZE}
         if token:
             params["pageToken"] = token
-        page = _json(await session.send("GET", session.url("batches"), params=params))
+        page = json_or_none(await session.send("GET", session.url("batches"), params=params))
         if not isinstance(page, dict):
             return
         items = page.get("operations", page.get("batches"))

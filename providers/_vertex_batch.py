@@ -40,6 +40,7 @@ from stream_core.provider import (
 )
 
 from . import _gcs
+from ._batch_lines import json_or_none
 from ._gemini_whole import answer_body, status_text
 from ._google_batch import (
     ENDED_AS,
@@ -141,7 +142,7 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
         },
     }
     response = await session.send("POST", f"{root}/{location}/{_JOBS}", json=job)
-    found = _json(response)
+    found = json_or_none(response)
     read = _status(found) if isinstance(found, dict) else None
     if read is None:
         raise BatchHTTPError("protocol", response.status_code, f"no job name in: {clip(found)}")
@@ -149,13 +150,6 @@ async def submit(session: BatchSession, part: BatchPart) -> str:
 
 
 # --- status ------------------------------------------------------------------------------
-
-
-def _json(response: Any) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
 
 
 def _status(obj: dict[str, Any]) -> BatchStatus | None:
@@ -204,7 +198,7 @@ def _status(obj: dict[str, Any]) -> BatchStatus | None:
 
 async def status(session: BatchSession, job_id: str) -> BatchStatus:
     response = await session.send("GET", _job_url(session, job_id))
-    found = _json(response)
+    found = json_or_none(response)
     read = _status(found) if isinstance(found, dict) else None
     if read is None:
         raise BatchHTTPError("protocol", response.status_code, f"not a job: {clip(found)}")
@@ -335,7 +329,7 @@ async def _jobs(session: BatchSession, where: dict[str, str]) -> AsyncIterator[B
         params = {"pageSize": PAGE_SIZE, **where}
         if token:
             params["pageToken"] = token
-        page = _json(await session.send("GET", f"{root}/{location}/{_JOBS}", params=params))
+        page = json_or_none(await session.send("GET", f"{root}/{location}/{_JOBS}", params=params))
         if not isinstance(page, dict):
             return
         items = page.get(_JOBS)

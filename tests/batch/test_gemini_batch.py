@@ -496,6 +496,7 @@ def test_inline_responses_without_their_key_are_matched_by_place() -> None:
     [
         b"null", b"[]", b"{}", b'{"name": 5}', b'{"name": "batches/../../x"}',
         b'{"name": "batches/a?b"}', b"not json", b'{"name": "files/a"}',
+        b"[" * 100_000 + b"]" * 100_000,
     ],
 )  # fmt: skip
 def test_a_batch_without_a_usable_name_is_a_protocol_error(body: bytes) -> None:

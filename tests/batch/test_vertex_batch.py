@@ -31,7 +31,7 @@ from stream_core import (
 )
 from stream_core.batch import BatchRequest, BatchSettings, submit, vendor_batches
 from stream_core.batch._session import HttpSession
-from stream_core.provider import BatchPart, BatchStatus, RawResult, get_provider
+from stream_core.provider import BatchHTTPError, BatchPart, BatchStatus, RawResult, get_provider
 from stream_core.provider import plan as plan_call
 from stream_core.providers import _vertex_batch as codec
 from stream_core.providers import google
@@ -374,6 +374,13 @@ class _Canned:
 
     def url(self, path: str) -> str:
         return "https://x.test/" + path
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[" * 100_000 + b"]" * 100_000, b"[]"])
+def test_a_job_answer_that_is_not_a_job_is_a_protocol_error(body: bytes) -> None:
+    with pytest.raises(BatchHTTPError) as caught:
+        anyio.run(codec.status, _Canned(body, []), "123")
+    assert caught.value.kind == "protocol"
 
 
 def test_hostile_lines_never_raise_and_every_request_has_one_result() -> None:
