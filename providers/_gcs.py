@@ -17,6 +17,8 @@ from urllib.parse import quote
 
 from stream_core.provider import BatchHTTPError, BatchSession
 
+from ._batch_lines import json_or_none
+
 __all__ = [
     "STORAGE_URL",
     "bucket_name",
@@ -104,10 +106,7 @@ async def listing(session: BatchSession, bucket: str, prefix: str) -> AsyncItera
         if token:
             params["pageToken"] = token
         response = await session.send("GET", url, params=params)
-        try:
-            page: Any = response.json()
-        except ValueError:
-            return
+        page = json_or_none(response)
         if not isinstance(page, dict):
             return
         items = page.get("items")

@@ -33,8 +33,8 @@ from stream_core.batch import BatchRequest, BatchSettings, submit, vendor_batche
 from stream_core.batch._session import HttpSession
 from stream_core.provider import BatchHTTPError, BatchPart, BatchStatus, RawResult, get_provider
 from stream_core.provider import plan as plan_call
+from stream_core.providers import _gcs, google
 from stream_core.providers import _vertex_batch as codec
-from stream_core.providers import google
 from stream_core.providers._gemini_whole import read_error
 from stream_core.providers._google_batch import ENDED_AS, STATES, pack_keys
 from stream_core.testing import (
@@ -381,6 +381,18 @@ def test_a_job_answer_that_is_not_a_job_is_a_protocol_error(body: bytes) -> None
     with pytest.raises(BatchHTTPError) as caught:
         anyio.run(codec.status, _Canned(body, []), "123")
     assert caught.value.kind == "protocol"
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[" * 100_000 + b"]" * 100_000, b"[]"])
+def test_an_object_listing_that_is_not_one_lists_nothing(body: bytes) -> None:
+    class Listing(_Canned):
+        async def send(self, method: str, url: str, **kw: Any) -> httpx.Response:
+            return httpx.Response(200, content=self.body)  # the listing too
+
+    async def listed() -> list[str]:
+        return [n async for n in _gcs.listing(Listing(body, []), BUCKET, "o/")]
+
+    assert anyio.run(listed) == []
 
 
 def test_hostile_lines_never_raise_and_every_request_has_one_result() -> None:
